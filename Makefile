@@ -1,0 +1,41 @@
+# codedesk: `make up` runs the product, `make test` runs the tests. Both install what is missing.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+HTTP ?= 127.0.0.1:8765
+STAMP := $(VENV)/.codedesk-installed
+
+.PHONY: install system test up down status bench clean
+
+install: system $(STAMP)
+
+# System packages and the desktop user (idempotent, quick when nothing is missing).
+system:
+	bash desktop-image/install-system.sh
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	# Compile the wasm engines once, here, never inside a request.
+	$(PY) -m sandbox.warm
+	touch $(STAMP)
+
+test: install
+	$(PY) -m pytest
+
+up: install
+	$(VENV)/bin/codedesk desktop up
+	exec $(VENV)/bin/codedesk serve --http $(HTTP)
+
+down:
+	$(VENV)/bin/codedesk desktop down
+
+status:
+	$(VENV)/bin/codedesk desktop status
+
+bench: install
+	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache
