@@ -1,0 +1,283 @@
+"""The exec log store: what each command printed and what became of it, on the session's disk.
+
+Layout under `<data>/exec/`, per command:
+- `<id>.log`: stdout and stderr, one log. The program writes it itself through an inherited
+  file descriptor opened for appending, so output reaches the disk as it comes and never
+  passes through (or accumulates in) the server.
+- `<id>.json`: a `CommandRecord`: what was run, as whom, by which server process, its status.
+
+Records are replaced atomically; a status moves from `running` to a final one exactly once,
+under a lock shared by every exec server using this directory (`settle`). Logs are kept
+`RETENTION_SECONDS` after their command ended, then removed by `prune`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import secrets
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from .requests import ID_HELP, ID_RE
+
+RETENTION_SECONDS = 7 * 24 * 3600
+# One stream_logs answer carries at most this many bytes of log.
+CHUNK_BYTES = 1 << 20
+# search_logs answers at most this many matches, each line cut to this many characters.
+MAX_MATCHES = 1000
+MAX_LINE_CHARS = 2000
+# A "line" longer than this is searched in pieces, so one huge line cannot fill memory.
+MAX_LINE_BYTES = 1 << 16
+
+RUNNING = "running"
+
+
+class UnknownCommand(LookupError):
+    """No command with this id in the store (never started here, or pruned after 7 days)."""
+
+
+class OffsetPastEnd(ValueError):
+    """stream_logs was asked for an offset beyond what the log holds."""
+
+
+@dataclass(kw_only=True)
+class CommandRecord:
+    """The metadata file of one command.
+
+    `owner_pid`/`owner_started`/`boot_id` identify the server process that runs it, so another
+    server (or the same one after a restart) can tell a live owner from a dead one;
+    `pid`/`pid_started` identify the program itself (a pid alone may have been reused).
+    """
+
+    id: str
+    bin: str
+    args: list[str]
+    cwd: str
+    timeout: int
+    user: str
+    started_at: float
+    owner_pid: int
+    owner_started: float
+    boot_id: str
+    status: str = RUNNING
+    ended_at: float | None = None
+    pid: int | None = None
+    pid_started: float | None = None
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, raw: dict) -> "CommandRecord":
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in raw.items() if k in known})
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogChunk:
+    """A bounded piece of a log: `text` from `offset` up to `next_offset`; `more` when cut short."""
+
+    text: str
+    next_offset: int
+    more: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogMatch:
+    line: str
+    offset: int
+
+
+class LogStore:
+    """The `<data>/exec/` directory: command records and their logs."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._lock_path = root / ".lock"
+
+    # -- records ---------------------------------------------------------------------------
+
+    def log_path(self, command_id: str) -> Path:
+        return self.root / f"{command_id}.log"
+
+    def _record_path(self, command_id: str) -> Path:
+        return self.root / f"{command_id}.json"
+
+    def create(self, make_record) -> tuple[CommandRecord, int]:
+        """Reserve a fresh id, write its record and open its log for appending.
+
+        `make_record(id)` builds the record. Returns it with the log's file descriptor
+        (close-on-exec; the caller hands it to the program and then closes it).
+        """
+        while True:
+            command_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(4)
+            try:
+                # O_EXCL on the log makes the id ours even against another server on this dir.
+                fd = os.open(
+                    self.log_path(command_id),
+                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC,
+                    0o600,
+                )
+            except FileExistsError:
+                continue
+            record = make_record(command_id)
+            self.save(record)
+            return record, fd
+
+    def save(self, record: CommandRecord) -> None:
+        path = self._record_path(record.id)
+        tmp = path.with_name(f".{record.id}.json.tmp")
+        tmp.write_text(json.dumps(asdict(record)))
+        os.replace(tmp, path)
+
+    def load(self, command_id: str) -> CommandRecord:
+        if not ID_RE.match(command_id):
+            raise UnknownCommand(f"{command_id!r} is not an exec id ({ID_HELP})")
+        try:
+            raw = json.loads(self._record_path(command_id).read_text())
+        except FileNotFoundError:
+            raise UnknownCommand(
+                f"no command with id {command_id} (ids are returned by exec; logs are kept for 7 days)"
+            ) from None
+        return CommandRecord.from_json(raw)
+
+    def records(self) -> Iterator[CommandRecord]:
+        for path in sorted(self.root.glob("*.json")):
+            try:
+                yield CommandRecord.from_json(json.loads(path.read_text()))
+            except (OSError, ValueError, TypeError):
+                continue
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        with open(self._lock_path, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def settle(self, command_id: str, status: str) -> CommandRecord:
+        """Give a running command its final status; a status already final is kept.
+
+        Returns the record as it now stands (so the caller reports the status that won).
+        """
+        with self._locked():
+            record = self.load(command_id)
+            if record.status == RUNNING:
+                record.status = status
+                record.ended_at = time.time()
+                self.save(record)
+            return record
+
+    def note(self, command_id: str, message: str) -> None:
+        """Append a line of our own to a command's log (why it could not start, for instance)."""
+        with open(self.log_path(command_id), "ab") as log:
+            log.write(f"exec: {message}\n".encode())
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def read(self, command_id: str, offset: int, final: bool) -> LogChunk:
+        """Read up to CHUNK_BYTES of the log from `offset`.
+
+        A chunk never ends inside a UTF-8 character (the rest comes with the next read), and a
+        full chunk ends after its last line break when it has one. `final` says the command has
+        ended, so a trailing partial character will never complete and is returned as is.
+        """
+        path = self.log_path(command_id)
+        try:
+            with open(path, "rb") as log:
+                size = os.fstat(log.fileno()).st_size
+                if offset > size:
+                    raise OffsetPastEnd(
+                        f"offset {offset} is past the end of the log ({size} bytes); "
+                        f"read from 0 or from the next_offset of the previous stream_logs"
+                    )
+                data = os.pread(log.fileno(), CHUNK_BYTES, offset)
+        except FileNotFoundError:
+            raise UnknownCommand(f"the log of {command_id} is gone (logs are kept for 7 days)") from None
+        full = len(data) == CHUNK_BYTES
+        if full:
+            cut = data.rfind(b"\n") + 1 or _utf8_boundary(data)
+        elif final:
+            cut = len(data)
+        else:
+            cut = _utf8_boundary(data)
+        next_offset = offset + cut
+        more = full or next_offset < size
+        return LogChunk(text=data[:cut].decode("utf-8", "replace"), next_offset=next_offset, more=more)
+
+    def search(self, command_id: str, pattern: str) -> tuple[list[LogMatch], bool]:
+        """Lines of the log matching `pattern`, with the byte offset each starts at.
+
+        Reads the log line by line (never whole) up to its size when the search began.
+        Returns the first MAX_MATCHES matches and whether there were more.
+        """
+        regex = re.compile(pattern)
+        matches: list[LogMatch] = []
+        path = self.log_path(command_id)
+        try:
+            log = open(path, "rb")
+        except FileNotFoundError:
+            raise UnknownCommand(f"the log of {command_id} is gone (logs are kept for 7 days)") from None
+        with log:
+            end = os.fstat(log.fileno()).st_size
+            offset = 0
+            while offset < end:
+                raw = log.readline(min(MAX_LINE_BYTES, end - offset))
+                if not raw:
+                    break
+                text = raw.decode("utf-8", "replace")
+                if text.endswith("\n"):
+                    text = text[:-1]
+                if regex.search(text):
+                    if len(matches) == MAX_MATCHES:
+                        return matches, True
+                    matches.append(LogMatch(line=text[:MAX_LINE_CHARS], offset=offset))
+                offset += len(raw)
+        return matches, False
+
+    # -- retention -------------------------------------------------------------------------
+
+    def prune(self, now: float | None = None) -> list[str]:
+        """Remove the records and logs of commands that ended more than 7 days ago.
+
+        A running command is kept whatever its age; a log without a record (a crash between
+        the two writes) goes by the log's modification time. Returns the removed ids.
+        """
+        now = time.time() if now is None else now
+        horizon = now - RETENTION_SECONDS
+        removed: list[str] = []
+        with self._locked():
+            for record in self.records():
+                if record.status != RUNNING and (record.ended_at or record.started_at) < horizon:
+                    self.log_path(record.id).unlink(missing_ok=True)
+                    self._record_path(record.id).unlink(missing_ok=True)
+                    removed.append(record.id)
+            for log in self.root.glob("*.log"):
+                if not self._record_path(log.stem).exists():
+                    try:
+                        if log.stat().st_mtime < horizon:
+                            log.unlink()
+                            removed.append(log.stem)
+                    except FileNotFoundError:
+                        pass
+        return removed
+
+
+def _utf8_boundary(data: bytes) -> int:
+    """The length of `data` without a trailing incomplete UTF-8 character."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 == 0x80:  # continuation byte: keep looking for the lead
+            continue
+        if byte < 0x80:
+            return len(data)
+        need = 2 if byte >= 0xC0 and byte < 0xE0 else 3 if byte < 0xF0 else 4
+        return len(data) if back >= need else len(data) - back
+    return len(data)

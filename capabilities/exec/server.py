@@ -1,0 +1,174 @@
+"""The `exec` capability server: `exec`, `stream_logs`, `search_logs` and `kill`.
+
+Programs run on the desktop as its user (see `process_table`); their logs live under
+`<data>/exec/` (see `log_store`). Every result is one text block holding JSON, so a script
+reads it with `JSON.parse(result.content[0].text)`; a refused call is an `isError` result
+whose JSON has an `error` message naming the field and what to do.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from pydantic import BaseModel, ValidationError
+
+from capabilities.session import data_dir
+
+from .log_store import LogStore, OffsetPastEnd, UnknownCommand
+from .process_table import ProcessTable, RequestRefused
+from .requests import (
+    ExecRequest,
+    KillRequest,
+    SearchLogsRequest,
+    StreamLogsRequest,
+    input_schema,
+    refusal,
+)
+
+SERVER_NAME = "exec"
+
+
+class Refused(Exception):
+    """A call that cannot be served as asked; the message tells the caller what to do."""
+
+
+# -- the tools -------------------------------------------------------------------------------
+
+
+async def exec_tool(table: ProcessTable, request: ExecRequest) -> dict[str, Any]:
+    try:
+        record = table.launch(request)
+    except RequestRefused as exc:
+        raise Refused(str(exc)) from exc
+    # The command's fate (including failed:not found) is read with stream_logs.
+    return {"id": record.id, "status": "started"}
+
+
+async def stream_logs_tool(table: ProcessTable, request: StreamLogsRequest) -> dict[str, Any]:
+    # Status first: once it is final every byte is on disk, so this read sees the whole end.
+    record, final = await table.status(request.id)
+    try:
+        chunk = table.store.read(request.id, request.offset, final)
+    except OffsetPastEnd as exc:
+        raise Refused(f"stream_logs refused: field 'offset': {exc}") from exc
+    return {"logs": chunk.text, "next_offset": chunk.next_offset, "status": record.status, "more": chunk.more}
+
+
+async def search_logs_tool(table: ProcessTable, request: SearchLogsRequest) -> dict[str, Any]:
+    await table.status(request.id)  # refuses unknown ids, settles orphans
+    matches, truncated = await anyio.to_thread.run_sync(table.store.search, request.id, request.pattern)
+    result: dict[str, Any] = {
+        "matches": [{"line": m.line, "offset": m.offset} for m in matches],
+        "truncated": truncated,
+    }
+    if truncated:
+        result["hint"] = f"only the first {len(matches)} matches are listed; use a narrower pattern"
+    return result
+
+
+async def kill_tool(table: ProcessTable, request: KillRequest) -> dict[str, Any]:
+    record = await table.kill(request.id)
+    return {"id": record.id, "status": record.status}
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    model: type[BaseModel]
+    run: Callable[[ProcessTable, Any], Awaitable[dict[str, Any]]]
+
+
+TOOLS: dict[str, ToolSpec] = {
+    "exec": ToolSpec(ExecRequest, exec_tool),
+    "stream_logs": ToolSpec(StreamLogsRequest, stream_logs_tool),
+    "search_logs": ToolSpec(SearchLogsRequest, search_logs_tool),
+    "kill": ToolSpec(KillRequest, kill_tool),
+}
+
+
+# -- the MCP wiring --------------------------------------------------------------------------
+
+
+def _result(payload: dict[str, Any], *, error: bool = False) -> types.CallToolResult:
+    """The one place results are built: a JSON text block; `is_error` for refusals."""
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
+        is_error=error,
+    )
+
+
+async def _list_tools(
+    ctx: ServerRequestContext[ProcessTable], params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
+    return types.ListToolsResult(
+        tools=[
+            types.Tool(name=name, description=spec.model.__doc__, input_schema=input_schema(spec.model))
+            for name, spec in TOOLS.items()
+        ]
+    )
+
+
+async def _call_tool(
+    ctx: ServerRequestContext[ProcessTable], params: types.CallToolRequestParams
+) -> types.CallToolResult:
+    spec = TOOLS.get(params.name)
+    if spec is None:
+        return _result({"error": f"no tool {params.name!r}; the exec server has {', '.join(TOOLS)}"}, error=True)
+    try:
+        request = spec.model.model_validate(params.arguments or {})
+    except ValidationError as exc:
+        return _result({"error": refusal(params.name, spec.model, exc)}, error=True)
+    try:
+        return _result(await spec.run(ctx.lifespan_context, request))
+    except (Refused, UnknownCommand) as exc:
+        return _result({"error": str(exc)}, error=True)
+
+
+@asynccontextmanager
+async def _lifespan(_: Server[ProcessTable]) -> AsyncIterator[ProcessTable]:
+    store = LogStore(data_dir() / "exec")
+    async with anyio.create_task_group() as tasks:
+        table = ProcessTable(store, tasks)
+        await table.recover()
+        try:
+            yield table
+        finally:
+            with anyio.CancelScope(shield=True):
+                await table.stop_all()
+            tasks.cancel_scope.cancel()
+
+
+def build_server() -> Server[ProcessTable]:
+    """The exec MCP server; its lifespan owns the process table (and stops it on exit)."""
+    return Server(SERVER_NAME, lifespan=_lifespan, on_list_tools=_list_tools, on_call_tool=_call_tool)
+
+
+async def serve_stdio() -> None:
+    """Serve on stdin/stdout until stdin closes or a stop signal arrives, then end the
+    running commands (recorded as `failed:interrupted`)."""
+    server = build_server()
+    async with anyio.create_task_group() as tg:
+
+        async def stop_on_signal() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+                async for _ in signals:
+                    tg.cancel_scope.cancel()
+                    return
+
+        tg.start_soon(stop_on_signal)
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+        tg.cancel_scope.cancel()
+
+
+def main() -> None:
+    anyio.run(serve_stdio)
