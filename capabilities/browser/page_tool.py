@@ -1,7 +1,113 @@
-"""Not built yet: registers no tool."""
+"""The `browser_execute` tool: a batch of operations in one named tab of the desktop's Chromium.
 
-from mcp.server.mcpserver import MCPServer
+The request is validated whole (`page_ops`) before the tab is touched; steps run in order
+(`page_steps`) and stop at the first failure, with a screenshot of that moment; one builder
+(`page_result`) turns what happened into the tool result. The connection and the named tabs
+live in one `TabRegistry` per server.
+"""
+
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult
+from playwright.async_api import Error as PlaywrightError
+from pydantic import WithJsonSchema
+
+from .page_ops import DEFAULT_TAB, BrowserRequest, RequestRefused, field_schemas, parse_request
+from .page_result import BatchReport, StepReport, build_result
+from .page_steps import Images, StepFailed, failure_screenshot, run_step
+from .tabs import BrowserUnavailable, TabRegistry
+
+DESCRIPTION = """\
+Runs a list of operations in one tab of the desktop's Chromium (a real window people watch).
+
+operations: steps, each {type, params}, run in order; the whole list is checked before anything runs.
+  navigate {url, waitUntil?}      waits for domcontentloaded by default; 45 s timeout
+  wait {ms} | {selector, ms?}     a fixed time, or until the element is visible (10 s unless ms); at most 30000 ms
+  click {selector}                waits up to 10 s for the element
+  type {selector, text, delay?}   clicks the element, then types (delay ms between keys)
+  press {key}                     Playwright key names: Enter, Tab, Escape, ArrowDown, Control+A ...
+  select {selector, values}       options of a <select>, by value or label
+  evaluate {script}               JavaScript expression or function source run in the page; a promise is awaited; returns the result
+  screenshot {fullPage?}          a PNG of the page
+  url {}                          current URL and title
+  setViewport {width, height}     320x200 up to 3840x2160
+  setContent {html}               replaces the page
+Selectors are Playwright's: CSS, text=..., role=button[name="OK"], xpath=...
+tab: name of the tab (default "default"); created on first use, reused by later calls; calls on one tab run one at a time.
+close: close the tab afterwards.
+
+Result: a summary line, then JSON {tab, url, results: [{step, operation, success, result | error, screenshot}]}
+(steps numbered from 1). Screenshots are PNG images after the text; a screenshot's result is
+{image_index, width, height}. Steps stop at the first failure and a screenshot of that moment is attached.
+"""
+
+_SCHEMAS = field_schemas()
+# The SDK's own argument check is kept loose so that `parse_request` validates the whole
+# request and names the step and field; the schema the model sees is BrowserRequest's.
+OperationsArg = Annotated[Any, WithJsonSchema(_SCHEMAS["operations"])]
+TabArg = Annotated[Any, WithJsonSchema(_SCHEMAS["tab"])]
+CloseArg = Annotated[Any, WithJsonSchema(_SCHEMAS["close"])]
 
 
 def register(server: MCPServer) -> None:
-    return None
+    """Add `browser_execute` to the server, with its own `TabRegistry`."""
+    registry = TabRegistry()
+
+    async def browser_execute(
+        operations: OperationsArg, ctx: Context, tab: TabArg = DEFAULT_TAB, close: CloseArg = False
+    ) -> CallToolResult:
+        # Values as the SDK parsed them (it accepts JSON given as a string), plus any unknown keys.
+        raw = {**_raw_arguments(ctx), "operations": operations, "tab": tab, "close": close}
+        try:
+            request = parse_request(raw)
+        except RequestRefused as exc:
+            name = tab if isinstance(tab, str) and tab else DEFAULT_TAB
+            total = len(operations) if isinstance(operations, list) else 0
+            return build_result(BatchReport(tab=name, total=total, refused=str(exc)))
+        return build_result(await execute(registry, request))
+
+    server.add_tool(browser_execute, name="browser_execute", description=DESCRIPTION)
+
+
+async def execute(registry: TabRegistry, request: BrowserRequest) -> BatchReport:
+    """Run a validated request in its tab; stop at the first failing step."""
+    images = Images()
+    steps: list[StepReport] = []
+    url: str | None = None
+    closed = False
+    try:
+        async with registry.use(request.tab) as tab:
+            page = tab.page
+            assert page is not None
+            for number, op in enumerate(request.operations, start=1):
+                try:
+                    result = await run_step(page, op, images)
+                except StepFailed as exc:
+                    shot = await failure_screenshot(page, images)
+                    steps.append(StepReport(step=number, operation=op.type, error=exc.reason, screenshot=shot))
+                    break
+                steps.append(StepReport(step=number, operation=op.type, result=result))
+            url = page.url
+            if request.close:
+                await registry.close(tab)
+                closed = True
+    except (BrowserUnavailable, PlaywrightError) as exc:
+        reason = str(exc) if isinstance(exc, BrowserUnavailable) else exc.message
+        return BatchReport(
+            tab=request.tab, total=len(request.operations), steps=steps, url=url,
+            unavailable=f"could not open the tab: {reason}", images=images.items,
+        )
+    return BatchReport(
+        tab=request.tab, total=len(request.operations), steps=steps, url=url, closed=closed, images=images.items
+    )
+
+
+def _raw_arguments(ctx: Context) -> dict[str, Any]:
+    """The call's arguments as sent, so unknown top-level fields can be refused by name."""
+    try:
+        params = ctx.request_context.params
+    except (AttributeError, ValueError, LookupError):  # called without a request (in-process)
+        return {}
+    arguments = params.get("arguments") if params else None
+    return dict(arguments) if isinstance(arguments, dict) else {}

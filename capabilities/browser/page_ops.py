@@ -1,0 +1,309 @@
+"""The operations of `browser_execute`, as types.
+
+One pydantic model per operation, keyed by its `type`; the same types validate a request
+and generate the JSON schema the model sees, so the two cannot drift. A request is
+validated whole before any step runs: `parse_request` either returns a `BrowserRequest`
+or raises `RequestRefused` whose message names every bad step (numbered from 1) and field.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+
+# Limits from the spec.
+NAVIGATE_TIMEOUT_MS = 45_000
+WAIT_DEFAULT_MS = 10_000
+WAIT_MAX_MS = 30_000
+CLICK_TIMEOUT_MS = 10_000
+VIEWPORT_MIN = (320, 200)
+VIEWPORT_MAX = (3840, 2160)
+# Not in the spec: a bound so one `type` step cannot hold a tab for minutes.
+TYPE_DELAY_MAX_MS = 1_000
+DEFAULT_TAB = "default"
+
+
+class RequestRefused(ValueError):
+    """The request is malformed; nothing ran. The message names the step and the field."""
+
+
+class _Params(BaseModel):
+    # strict: "10" is not 10 and 1 is not true; the model should send the right JSON type.
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class NavigateParams(_Params):
+    url: Annotated[str, Field(min_length=1, description="Absolute URL, e.g. https://example.com/")]
+    waitUntil: Literal["load", "domcontentloaded", "networkidle", "commit"] = Field(
+        "domcontentloaded", description="Load state to wait for (45 second timeout)"
+    )
+
+    @model_validator(mode="after")
+    def _absolute(self) -> "NavigateParams":
+        if ":" not in self.url:
+            raise ValueError(f"url {self.url!r} has no scheme; give an absolute URL such as https://{self.url}")
+        return self
+
+
+class WaitParams(_Params):
+    selector: Annotated[str | None, Field(min_length=1, description="Wait until this element is visible")] = None
+    ms: Annotated[
+        int | None,
+        Field(ge=0, le=WAIT_MAX_MS, description="Milliseconds to sleep; with selector, the timeout (default 10000)"),
+    ] = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "WaitParams":
+        if self.selector is None and self.ms is None:
+            raise ValueError("give ms (a fixed time) or selector (a visible element), or both")
+        return self
+
+
+class ClickParams(_Params):
+    selector: Annotated[str, Field(min_length=1, description="Playwright selector (CSS, text=, role=...)")]
+
+
+class TypeParams(_Params):
+    selector: Annotated[str, Field(min_length=1, description="Element to click before typing")]
+    text: str
+    delay: Annotated[int, Field(ge=0, le=TYPE_DELAY_MAX_MS, description="Milliseconds between keys")] = 0
+
+
+class PressParams(_Params):
+    key: Annotated[str, Field(min_length=1, description='Playwright key name, e.g. "Enter", "Control+A"')]
+
+
+class SelectParams(_Params):
+    selector: Annotated[str, Field(min_length=1, description="The <select> element")]
+    values: Annotated[list[str], Field(description="Option values or labels to select")]
+
+
+class EvaluateParams(_Params):
+    script: Annotated[
+        str,
+        Field(min_length=1, description="A JavaScript expression or function source; a promise is awaited"),
+    ]
+
+
+class ScreenshotParams(_Params):
+    fullPage: bool = Field(False, description="The whole scrollable page instead of the visible part")
+
+
+class UrlParams(_Params):
+    pass
+
+
+class SetViewportParams(_Params):
+    width: Annotated[int, Field(ge=VIEWPORT_MIN[0], le=VIEWPORT_MAX[0])]
+    height: Annotated[int, Field(ge=VIEWPORT_MIN[1], le=VIEWPORT_MAX[1])]
+
+
+class SetContentParams(_Params):
+    html: str
+
+
+class _Op(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Navigate(_Op):
+    """Go to a URL; waits for domcontentloaded by default (45 s timeout)."""
+
+    type: Literal["navigate"]
+    params: NavigateParams
+
+
+class Wait(_Op):
+    """Sleep ms, or wait until selector is visible (10 s unless ms is given); at most 30 s."""
+
+    type: Literal["wait"]
+    params: WaitParams
+
+
+class Click(_Op):
+    """Click an element, waiting up to 10 s for it."""
+
+    type: Literal["click"]
+    params: ClickParams
+
+
+class Type(_Op):
+    """Click an element, then type text (delay ms between keys)."""
+
+    type: Literal["type"]
+    params: TypeParams
+
+
+class Press(_Op):
+    """Press a key (or a chord such as Control+A) in the focused element."""
+
+    type: Literal["press"]
+    params: PressParams
+
+
+class Select(_Op):
+    """Select options of a <select> by value or label."""
+
+    type: Literal["select"]
+    params: SelectParams
+
+
+class Evaluate(_Op):
+    """Run JavaScript in the page and return its (JSON) result."""
+
+    type: Literal["evaluate"]
+    params: EvaluateParams
+
+
+class Screenshot(_Op):
+    """A PNG of the page, attached as an image; the step's result is {image_index, width, height}."""
+
+    type: Literal["screenshot"]
+    params: ScreenshotParams = ScreenshotParams()
+
+
+class Url(_Op):
+    """The current URL and title."""
+
+    type: Literal["url"]
+    params: UrlParams = UrlParams()
+
+
+class SetViewport(_Op):
+    """Set the page's viewport, 320x200 up to 3840x2160."""
+
+    type: Literal["setViewport"]
+    params: SetViewportParams
+
+
+class SetContent(_Op):
+    """Replace the page's content with html."""
+
+    type: Literal["setContent"]
+    params: SetContentParams
+
+
+Operation = Annotated[
+    Union[Navigate, Wait, Click, Type, Press, Select, Evaluate, Screenshot, Url, SetViewport, SetContent],
+    Field(discriminator="type"),
+]
+OPERATION_TYPES: dict[str, type[_Op]] = {
+    cls.model_fields["type"].annotation.__args__[0]: cls  # type: ignore[union-attr]
+    for cls in (Navigate, Wait, Click, Type, Press, Select, Evaluate, Screenshot, Url, SetViewport, SetContent)
+}
+
+
+class BrowserRequest(BaseModel):
+    """A whole `browser_execute` call."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    operations: Annotated[
+        list[Operation], Field(min_length=1, description="Steps, each {type, params}, run in order")
+    ]
+    tab: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=100,
+            strict=True,
+            description='Name of the tab. Created on first use, reused by later calls. Default "default"',
+        ),
+    ] = DEFAULT_TAB
+    close: Annotated[bool, Field(strict=True, description="Close the tab afterwards")] = False
+
+
+_OPERATIONS = TypeAdapter(list[Operation])
+
+
+def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema with every `$ref` into `$defs` replaced by its definition (the models are not
+    recursive), so it can be nested inside the tool's argument schema."""
+    defs = schema.get("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                target = copy.deepcopy(defs[node["$ref"].rsplit("/", 1)[-1]])
+                return resolve({**target, **{k: v for k, v in node.items() if k != "$ref"}})
+            return {k: resolve(v) for k, v in node.items() if k != "$defs"}
+        if isinstance(node, list):
+            return [resolve(v) for v in node]
+        return node
+
+    return resolve(schema)
+
+
+def field_schemas() -> dict[str, dict[str, Any]]:
+    """JSON schemas of the request's fields, generated from `BrowserRequest`, refs inlined."""
+    schema = _inline_refs(BrowserRequest.model_json_schema())
+    return schema["properties"]
+
+
+def parse_request(raw: dict[str, Any]) -> BrowserRequest:
+    """Validate a whole request. Raises `RequestRefused` naming every bad step and field."""
+    try:
+        return BrowserRequest.model_validate(raw)
+    except ValidationError as exc:
+        raise RequestRefused(_describe(exc, raw)) from exc
+
+
+def _describe(exc: ValidationError, raw: dict[str, Any]) -> str:
+    ops = raw.get("operations") if isinstance(raw, dict) else None
+    problems: list[str] = []
+    for err in exc.errors():
+        loc = list(err["loc"])
+        if loc and loc[0] == "operations" and len(loc) >= 2 and isinstance(loc[1], int):
+            index = loc[1]
+            step = ops[index] if isinstance(ops, list) and index < len(ops) else None
+            problems.append(_describe_step(index, step, err, loc[2:]))
+        else:
+            problems.append(_describe_top(err, loc))
+    # pydantic may report one mistake twice (e.g. a union); keep each once, in order.
+    unique = list(dict.fromkeys(problems))
+    return "; ".join(unique)
+
+
+def _describe_top(err: dict, loc: list) -> str:
+    name = ".".join(str(p) for p in loc) or "request"
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return f"unknown field {name!r}; browser_execute takes operations, tab and close"
+    if kind == "missing":
+        return f"missing field {name!r}: give a list of steps, each {{type, params}}"
+    if name == "operations" and kind == "too_short":
+        return "operations is empty: give at least one step"
+    return f"{name}: {_msg(err)}"
+
+
+def _describe_step(index: int, step: Any, err: dict, rest: list) -> str:
+    kind = err["type"]
+    op_type = step.get("type") if isinstance(step, dict) else None
+    label = f"step {index + 1}" + (f" ({op_type})" if isinstance(op_type, str) and op_type in OPERATION_TYPES else "")
+    if kind == "union_tag_invalid":
+        return f"{label}: unknown operation type {op_type!r}; use one of {', '.join(OPERATION_TYPES)}"
+    if kind == "union_tag_not_found":
+        return f"{label}: missing field 'type'; use one of {', '.join(OPERATION_TYPES)}"
+    if kind in ("model_attributes_type", "model_type", "dict_type") and not rest:
+        return f"{label}: a step must be an object {{type, params}}, got {type(step).__name__}"
+    # rest starts with the union tag (the operation type) when the step got that far.
+    if rest and rest[0] == op_type:
+        rest = rest[1:]
+    field = ".".join(str(p) for p in rest)
+    cls = OPERATION_TYPES.get(op_type) if isinstance(op_type, str) else None
+    if kind == "extra_forbidden":
+        if len(rest) == 1:
+            return f"{label}: unknown field {field!r}; a step has only type and params (put {field!r} inside params)"
+        allowed = ", ".join(cls.model_fields["params"].annotation.model_fields) if cls else ""
+        return f"{label}: unknown field {field!r}; {op_type} takes params: {allowed or 'none'}"
+    if kind == "missing":
+        return f"{label}: missing field {field!r}"
+    return f"{label}: field {field or 'params'!r}: {_msg(err)}"
+
+
+def _msg(err: dict) -> str:
+    msg = err["msg"]
+    # "Value error, <ours>" -> "<ours>": our own validators already speak to the model.
+    return msg.removeprefix("Value error, ")

@@ -1,0 +1,219 @@
+"""Running `browser_execute` operations on a page, one Playwright call per step.
+
+`run_step` returns the step's result (JSON-ready) or raises `StepFailed`, whose reason is
+Playwright's error put into words a model can act on (`explain`). Screenshots are
+collected into the call's `Images` and the step's result points at them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import re
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Page
+from playwright.async_api import TimeoutError as PlaywrightTimeout
+
+from . import page_ops as ops
+
+FAILURE_SHOT_TIMEOUT_MS = 5_000
+
+
+class StepFailed(Exception):
+    """A step did not succeed; `reason` says why and what to do next."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, kw_only=True)
+class Image:
+    png: bytes
+    width: int
+    height: int
+
+
+@dataclass
+class Images:
+    """The PNGs of one call, in the order they are attached after the text."""
+
+    items: list[Image] = field(default_factory=list)
+
+    def add(self, png: bytes) -> dict[str, int]:
+        """Keep a PNG; returns the step result that points at it."""
+        width, height = png_size(png)
+        self.items.append(Image(png=png, width=width, height=height))
+        return {"image_index": len(self.items) - 1, "width": width, "height": height}
+
+
+def png_size(png: bytes) -> tuple[int, int]:
+    """Width and height from a PNG's IHDR chunk."""
+    return struct.unpack(">II", png[16:24])
+
+
+async def run_step(page: Page, op: Any, images: Images) -> Any:
+    """Run one validated operation; returns its result or raises `StepFailed`."""
+    try:
+        return await _dispatch(page, op, images)
+    except PlaywrightError as exc:
+        raise StepFailed(explain(op, exc)) from exc
+
+
+async def _dispatch(page: Page, op: Any, images: Images) -> Any:
+    p = op.params
+    match op:
+        case ops.Navigate():
+            response = await page.goto(p.url, wait_until=p.waitUntil, timeout=ops.NAVIGATE_TIMEOUT_MS)
+            return {"url": page.url, "status": response.status if response is not None else None}
+        case ops.Wait():
+            if p.selector is None:
+                await anyio.sleep(p.ms / 1000)
+                return {"waited_ms": p.ms}
+            timeout = p.ms if p.ms is not None else ops.WAIT_DEFAULT_MS
+            await page.wait_for_selector(p.selector, state="visible", timeout=timeout)
+            return {"selector": p.selector, "visible": True}
+        case ops.Click():
+            await page.click(p.selector, timeout=ops.CLICK_TIMEOUT_MS)
+            return {"clicked": p.selector}
+        case ops.Type():
+            await page.click(p.selector, timeout=ops.CLICK_TIMEOUT_MS)
+            await page.keyboard.type(p.text, delay=p.delay)
+            return {"typed": len(p.text), "selector": p.selector}
+        case ops.Press():
+            await page.keyboard.press(p.key)
+            return {"pressed": p.key}
+        case ops.Select():
+            selected = await page.select_option(p.selector, p.values, timeout=ops.CLICK_TIMEOUT_MS)
+            return {"selected": selected}
+        case ops.Evaluate():
+            return _jsonable(await page.evaluate(p.script))
+        case ops.Screenshot():
+            return images.add(await page.screenshot(full_page=p.fullPage, type="png"))
+        case ops.Url():
+            return {"url": page.url, "title": await page.title()}
+        case ops.SetViewport():
+            await page.set_viewport_size({"width": p.width, "height": p.height})
+            return {"width": p.width, "height": p.height}
+        case ops.SetContent():
+            await page.set_content(p.html, timeout=ops.NAVIGATE_TIMEOUT_MS)
+            return {"url": page.url}
+    raise AssertionError(f"no handler for {op.type}")  # page_ops and this match go together
+
+
+async def failure_screenshot(page: Page, images: Images) -> dict[str, int] | None:
+    """A screenshot of the moment a step failed, or None when the page cannot give one."""
+    if page.is_closed():
+        return None
+    try:
+        return images.add(await page.screenshot(type="png", timeout=FAILURE_SHOT_TIMEOUT_MS))
+    except PlaywrightError:
+        return None
+
+
+def _jsonable(value: Any) -> Any:
+    """Playwright's evaluate result as JSON: dates as ISO strings, NaN/Infinity as strings."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, (datetime.datetime, datetime.date)):
+        return value.isoformat()
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+# ---- Playwright errors in words a model can act on
+
+_CLOSED = ("Target page, context or browser has been closed", "Target closed", "Browser has been closed",
+           "has been closed", "Session closed")
+
+
+def explain(op: Any, exc: PlaywrightError) -> str:
+    """Playwright's error for `op` as a reason that says what went wrong and what to try."""
+    message = exc.message or str(exc)
+    head = message.split("\nCall log:", 1)[0].strip()
+    head = re.sub(r"^\w+\.\w+: ", "", head)  # "Page.click: ..." -> "..."
+    log = message.split("\nCall log:", 1)[1] if "\nCall log:" in message else ""
+    p = op.params
+    if any(marker in message for marker in _CLOSED):
+        return ("the tab was closed or Chromium exited during this step; call browser_execute again "
+                "and the tab reopens at its last URL")
+    selector = getattr(p, "selector", None)
+    if selector and ("while parsing" in head or "Unknown engine" in head or "is not a valid selector" in head):
+        return f"{selector!r} is not a valid selector ({head}); use CSS, text=..., role=... or xpath=..."
+    if isinstance(exc, PlaywrightTimeout):
+        return _explain_timeout(op, log)
+    match op:
+        case ops.Navigate():
+            if "invalid URL" in head:
+                return f"cannot navigate to {p.url!r}: it is not a valid URL; give an absolute URL such as https://example.com/"
+            net = re.search(r"net::(ERR_[A-Z_]+)", head)
+            if net:
+                return (f"could not load {p.url}: {net.group(1)}; check the URL and that the site is up "
+                        "(the page may still show the previous content)")
+            return f"could not load {p.url}: {head}"
+        case ops.Evaluate():
+            thrown = head.splitlines()[0] if head else "an error"
+            return f"the script threw {thrown}; fix the script (it runs in the page as an expression or a function)"
+        case ops.Press() if "Unknown key" in head:
+            return (f"unknown key {p.key!r}; use Playwright key names such as Enter, Tab, Escape, "
+                    "ArrowDown, Backspace, a, Control+A, Shift+Tab")
+        case ops.Select() if "not a <select>" in head or "Element is not a <select>" in head:
+            return f"the element matching {selector!r} is not a <select>; point the selector at the <select> itself"
+    return head or "Playwright failed without a message"
+
+
+def _explain_timeout(op: Any, log: str) -> str:
+    p = op.params
+    selector = getattr(p, "selector", None)
+    if isinstance(op, ops.Navigate):
+        return (f"{p.url} did not reach {p.waitUntil!r} within {ops.NAVIGATE_TIMEOUT_MS // 1000} s; "
+                "try waitUntil 'commit' or 'domcontentloaded', then wait for an element")
+    if isinstance(op, ops.SetContent):
+        return f"the content did not finish loading within {ops.NAVIGATE_TIMEOUT_MS // 1000} s (a resource it loads may hang)"
+    if isinstance(op, ops.Wait):
+        seconds = _seconds(p.ms if p.ms is not None else ops.WAIT_DEFAULT_MS)
+        if "resolved to" in log:
+            return (f"an element matches {selector!r} but it did not become visible within {seconds}; "
+                    "check whether it is hidden, or wait for what reveals it")
+        return f"no element matches {selector!r} within {seconds}; check the selector or wait for the page"
+    if selector is None:
+        return f"the step did not finish in time ({_last_line(log) or 'timeout'})"
+    seconds = _seconds(ops.CLICK_TIMEOUT_MS)
+    if "resolved to" not in log:
+        return f"no element matches {selector!r} within {seconds}; check the selector or wait for the page"
+    if "did not find some options" in log:
+        return (f"the <select> matching {selector!r} has no option with value or label "
+                f"{', '.join(map(repr, p.values))}; read its options with evaluate first")
+    why = _last_reason(log)
+    return (f"an element matches {selector!r} but it could not be used within {seconds}"
+            + (f" ({why})" if why else "")
+            + "; scroll to it, wait for it to be enabled, or close what covers it")
+
+
+def _seconds(ms: int) -> str:
+    return f"{ms / 1000:g} s"
+
+
+def _last_line(log: str) -> str:
+    lines = [ln.strip(" -") for ln in log.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def _last_reason(log: str) -> str:
+    """The last 'element is not visible' / '... intercepts pointer events' line of a call log."""
+    reasons = [
+        ln.strip(" -")
+        for ln in log.splitlines()
+        if ln.strip().startswith("- ") and ("element" in ln or "intercepts" in ln) and "waiting for" not in ln
+    ]
+    return reasons[-1] if reasons else ""
