@@ -1,0 +1,159 @@
+"""The `codedesk` command.
+
+    codedesk serve [--http HOST:PORT] [--token T] [--config FILE]
+        Serve the run_js / run_py MCP tools: on stdin/stdout by default, or over streamable
+        HTTP at http://HOST:PORT/mcp with a bearer token (printed on stderr at start).
+    codedesk run FILE.js|FILE.py [--config FILE]
+        Run one script against the configured capability servers and print its result as the
+        agent would see it; exit status 1 when the run fails.
+    codedesk desktop up|down|status ...
+        The desktop session. Dispatched, with the remaining arguments, to
+        `runtime.desktop.cli_main(argv: list[str]) -> int | None`, imported only when used;
+        that module owns its own argument parsing and help.
+
+Imports stay lazy so that `codedesk serve` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def _parse_host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT such as 127.0.0.1:8765, got {value!r}")
+    return host.strip("[]"), int(port)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="codedesk",
+        description="codedesk: one MCP tool, run_js / run_py, that gives an agent a Linux desktop "
+        "through scripts running in a WebAssembly sandbox.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{serve,run,desktop}")
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve the run_js / run_py MCP tools (stdio by default)",
+        description="Serve the run_js and run_py MCP tools. Without --http the MCP protocol runs on "
+        "stdin/stdout (for MCP clients that spawn the server). With --http HOST:PORT it runs over "
+        "streamable HTTP at http://HOST:PORT/mcp and every request must carry "
+        "'Authorization: Bearer TOKEN'; the URL and token are printed on stderr at start.",
+    )
+    serve.add_argument("--http", metavar="HOST:PORT", type=_parse_host_port,
+                       help="serve streamable HTTP on HOST:PORT instead of stdio (port 0 picks a free port)")
+    serve.add_argument("--token", help="the bearer token HTTP clients must send (default: $CODEDESK_TOKEN, "
+                       "else a random token generated and printed at start)")
+    serve.add_argument("--config", metavar="FILE", help="an mcpServers JSON file adding or overriding "
+                       "capability servers (default: $CODEDESK_CONFIG)")
+
+    run = commands.add_parser(
+        "run",
+        help="run one .js or .py script and print its result",
+        description="Run one script (run_js for .js/.mjs/.ts, run_py for .py) against the configured "
+        "capability servers and print the result as the agent would see it. Exit status 1 when the "
+        "run ends in an error.",
+    )
+    run.add_argument("file", type=Path, help="the script, FILE.js or FILE.py")
+    run.add_argument("--config", metavar="FILE", help="an mcpServers JSON file adding or overriding "
+                     "capability servers (default: $CODEDESK_CONFIG)")
+    run.add_argument("--timeout", type=float, metavar="SECONDS", help="timeout_seconds of the run")
+
+    commands.add_parser(
+        "desktop",
+        help="the desktop session: up, down, status",
+        description="Start, stop or inspect the desktop session.",
+        add_help=False,
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `codedesk` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "desktop":
+        from runtime.desktop import cli_main  # owned by the desktop-session module
+
+        return int(cli_main(argv[1:]) or 0)
+    args = _parser().parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
+    return _run(args)
+
+
+def _load(config: str | None):  # noqa: ANN202 - keeps runtime.config import lazy
+    from runtime.config import ConfigError, load_servers
+
+    try:
+        return load_servers(config)
+    except ConfigError as exc:
+        print(f"codedesk: {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import anyio
+
+    servers = _load(args.config)
+    if args.http is None:
+        from runtime.server import serve_stdio
+
+        anyio.run(serve_stdio, servers)
+        return 0
+    from runtime.auth import TOKEN_ENV, generate_token
+    from runtime.server import serve_http
+
+    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or generate_token()
+    if not token.strip():
+        print("codedesk: --token must not be empty", file=sys.stderr)
+        return 2
+    host, port = args.http
+    try:
+        anyio.run(serve_http, servers, host, port, token)
+    except OSError as exc:
+        print(f"codedesk: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    import anyio
+
+    file: Path = args.file
+    language = {".js": "js", ".mjs": "js", ".ts": "js", ".py": "py"}.get(file.suffix.lower())
+    if language is None:
+        print(f"codedesk: {file}: expected a .js or .py file", file=sys.stderr)
+        return 2
+    try:
+        code = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        print(f"codedesk: cannot read {file}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    servers = _load(args.config)
+    arguments: dict[str, object] = {"code": code}
+    if args.timeout is not None:
+        arguments["timeout_seconds"] = args.timeout
+
+    async def go():  # noqa: ANN202
+        from runtime.server import Runtime
+
+        async with Runtime(servers) as runtime:
+            return await runtime.run(language, arguments, on_console=None)
+
+    from runtime.results import describe_block
+
+    result = anyio.run(go)
+    for block in result.content:
+        print(describe_block(block))
+    return 1 if result.is_error else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

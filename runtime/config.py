@@ -1,0 +1,123 @@
+"""Which capability servers exist and how to reach them.
+
+The configuration uses the common `mcpServers` format:
+
+    {"mcpServers": {
+        "name": {"command": "...", "args": [...], "env": {...}},   # a stdio server
+        "other": {"url": "https://...", "headers": {...}}           # a streamable HTTP server
+    }}
+
+The built-in capability servers (`browser`, `exec`, `documents`) are the default; a user
+config file (`--config FILE` or `$CODEDESK_CONFIG`) adds servers or overrides them by name.
+Stdio servers inherit the runtime's environment (so `CODEDESK_DATA` reaches them); `env`
+entries are laid over it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+CONFIG_ENV = "CODEDESK_CONFIG"
+SERVER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
+class ConfigError(ValueError):
+    """The configuration file is unreadable or malformed; the message names the file and the field."""
+
+
+class StdioServer(BaseModel):
+    """A capability server started as a subprocess speaking MCP on stdin/stdout."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    command: str = Field(min_length=1)
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+
+
+class HttpServer(BaseModel):
+    """A capability server reached over streamable HTTP."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str = Field(pattern=r"^https?://")
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
+ServerConfig = StdioServer | HttpServer
+
+
+class _ConfigFile(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    mcpServers: dict[Annotated[str, Field(pattern=SERVER_NAME.pattern)], dict[str, Any]] = Field(default_factory=dict)
+
+
+_SERVER_ADAPTER: TypeAdapter[ServerConfig] = TypeAdapter(ServerConfig)
+
+
+def builtin_servers() -> dict[str, ServerConfig]:
+    """The capability servers shipped with codedesk, each run with this Python."""
+    return {
+        name: StdioServer(command=sys.executable, args=("-m", f"capabilities.{name}"))
+        for name in ("browser", "exec", "documents")
+    }
+
+
+def parse_servers(data: Any, source: str = "config") -> dict[str, ServerConfig]:
+    """Validate an `{"mcpServers": {...}}` document; raise ConfigError naming the bad entry."""
+    try:
+        document = _ConfigFile.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {_first_error(exc)}") from exc
+    servers: dict[str, ServerConfig] = {}
+    for name, entry in document.mcpServers.items():
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{source}: mcpServers.{name} must be an object")
+        kind = StdioServer if "command" in entry else HttpServer if "url" in entry else None
+        if kind is None:
+            raise ConfigError(
+                f"{source}: mcpServers.{name} needs either 'command' (a stdio server) or 'url' (an HTTP server)"
+            )
+        try:
+            servers[name] = kind.model_validate(entry)
+        except ValidationError as exc:
+            raise ConfigError(f"{source}: mcpServers.{name}: {_first_error(exc)}") from exc
+    return servers
+
+
+def load_servers(path: str | os.PathLike[str] | None = None) -> dict[str, ServerConfig]:
+    """The built-in servers, overridden and extended by the user config file.
+
+    The file is `path` when given, else `$CODEDESK_CONFIG` when set; without either only the
+    built-in servers are configured.
+    """
+    servers = builtin_servers()
+    chosen = path if path is not None else os.environ.get(CONFIG_ENV) or None
+    if chosen is None:
+        return servers
+    file = Path(chosen).expanduser()
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {file}: {exc.strerror or exc}") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{file}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+    servers.update(parse_servers(data, str(file)))
+    return servers
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"]) or "document"
+    return f"{where}: {error['msg']}"

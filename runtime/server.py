@@ -1,0 +1,350 @@
+"""The agent-facing MCP server: `run_js` and `run_py`, over stdio or streamable HTTP.
+
+`Runtime` is the process-wide state: the sandbox engines (created once), the bridge to the
+capability servers, the generated tool descriptions and the connected clients (to tell them
+when the descriptions change). `build_server(runtime)` wires it into the SDK's low-level
+`Server`; `serve_stdio` and `serve_http` run it on a transport.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+import anyio.abc
+import mcp_types as types
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.shared.exceptions import MCPDeprecationWarning
+
+from . import descriptions
+from .arguments import ArgumentsError, RunJsArguments, RunPyArguments, input_schema, parse_arguments
+from .bridge import Bridge
+from .config import ServerConfig
+from .results import error_result, to_call_tool_result
+
+logger = logging.getLogger(__name__)
+
+# Log notifications are how console lines stream to the client during a run (the era our
+# clients negotiate still has them); the SDK flags the API as deprecated for a later era.
+warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
+
+PROGRESS_INTERVAL_SECONDS = 1.0
+"""How often a run sends a progress notification when the client asked for progress."""
+
+TIMEOUT_GRACE_SECONDS = 10.0
+"""Backstop over the sandbox's own timeout, should an engine ever fail to stop a run."""
+
+CONSOLE_LOG_LEVELS: dict[str, types.LoggingLevel] = {
+    "log": "info",
+    "info": "info",
+    "debug": "debug",
+    "warn": "warning",
+    "error": "error",
+}
+
+LANGUAGES = ("js", "py")
+
+
+class Runtime:
+    """Engines, bridge and descriptions for one serving process. Use as an async context manager."""
+
+    def __init__(self, servers: Mapping[str, ServerConfig]) -> None:
+        self.servers = dict(servers)
+        self.bridge = Bridge(self.servers, on_tools_changed=self._tools_changed)
+        self._engines: dict[str, Any] = {}
+        self._engine_locks = {language: anyio.Lock() for language in LANGUAGES}
+        self._clients: dict[str, Any] = {}
+        self._tools = self._describe()
+        self._task_group: anyio.abc.TaskGroup | None = None
+
+    async def __aenter__(self) -> Runtime:
+        await self.bridge.__aenter__()
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        assert self._task_group is not None
+        task_group, self._task_group = self._task_group, None
+        task_group.cancel_scope.cancel()
+        await task_group.__aexit__(None, None, None)
+        await self.bridge.__aexit__(*exc_info)
+
+    # -- descriptions -------------------------------------------------------------------------
+
+    def tools(self) -> list[types.Tool]:
+        """The two tools with their current descriptions."""
+        return list(self._tools)
+
+    def _describe(self) -> list[types.Tool]:
+        names = list(self.servers)
+        known = {
+            name: [{"name": t.name, "description": t.description, "inputSchema": t.input_schema} for t in tools]
+            for name, tools in self.bridge.known_tools().items()
+        }
+        return [
+            types.Tool(
+                name="run_js",
+                description=descriptions.run_js_description(names, known),
+                input_schema=input_schema(RunJsArguments),
+            ),
+            types.Tool(
+                name="run_py",
+                description=descriptions.run_py_description(names, known),
+                input_schema=input_schema(RunPyArguments),
+            ),
+        ]
+
+    def _tools_changed(self) -> None:
+        tools = self._describe()
+        if tools == self._tools:
+            return
+        self._tools = tools
+        if self._task_group is not None:
+            for key, session in list(self._clients.items()):
+                self._task_group.start_soon(self._notify_list_changed, key, session)
+
+    async def _notify_list_changed(self, key: str, session: Any) -> None:
+        try:
+            await session.send_tool_list_changed()
+        except Exception as exc:  # the client went away: forget it
+            logger.debug("dropping client %s: %r", key, exc)
+            self._clients.pop(key, None)
+
+    def remember_client(self, ctx: Any) -> None:
+        """Keep the latest session of each connected client, to announce description changes."""
+        request = getattr(ctx, "request", None)
+        headers = getattr(request, "headers", None)
+        key = (headers.get("mcp-session-id") if headers is not None else None) or "stdio"
+        self._clients[key] = ctx.session
+
+    # -- engines ------------------------------------------------------------------------------
+
+    async def engine(self, language: str) -> Any:
+        """The process's engine for `language` ("js" or "py"), created on first use."""
+        engine = self._engines.get(language)
+        if engine is not None:
+            return engine
+        async with self._engine_locks[language]:
+            if language not in self._engines:
+                self._engines[language] = await anyio.to_thread.run_sync(_make_engine, language)
+        return self._engines[language]
+
+    def warm(self, language: str) -> None:
+        """Start creating an engine in the background (serving does this for run_js at start)."""
+        if self._task_group is not None:
+            self._task_group.start_soon(self.engine, language)
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    async def run(
+        self,
+        language: str,
+        arguments: Any,
+        *,
+        on_console: Any = None,
+    ) -> types.CallToolResult:
+        """Validate the arguments, run the script, and return the agent-facing result."""
+        model = RunJsArguments if language == "js" else RunPyArguments
+        try:
+            args = parse_arguments(model, arguments)
+        except ArgumentsError as exc:
+            return error_result(f"{'run_js' if language == 'js' else 'run_py'}: {exc}")
+        limits = _limits(language, args)
+        engine = await self.engine(language)
+        try:
+            with anyio.move_on_after(limits.timeout_seconds + TIMEOUT_GRACE_SECONDS) as backstop:
+                result = await engine.run(
+                    args.code,
+                    call_tool=self.bridge.call_tool,
+                    list_tools=self.bridge.list_tools,
+                    limits=limits,
+                    on_console=on_console,
+                )
+        except Exception as exc:  # an engine bug must not take the server down
+            logger.exception("engine failure")
+            return error_result(f"Error: internal error in the sandbox: {type(exc).__name__}: {exc}")
+        if backstop.cancelled_caught:
+            return error_result(f"Error: timeout error: the run exceeded timeout_seconds={limits.timeout_seconds:g}")
+        return to_call_tool_result(result)
+
+
+def _make_engine(language: str) -> Any:
+    import sandbox
+
+    return sandbox.JsEngine() if language == "js" else sandbox.PyEngine()
+
+
+def _limits(language: str, args: Any) -> Any:
+    import sandbox
+
+    given = {k: v for k, v in args.model_dump(exclude={"code"}).items() if v is not None}
+    return sandbox.JsLimits(**given) if language == "js" else sandbox.PyLimits(**given)
+
+
+class _ConsoleForwarder:
+    """Console lines of one run, sent to the client as MCP log notifications while it runs.
+
+    The engine calls `__call__` synchronously (possibly from a worker thread); lines are queued
+    and a task sends them in order.
+    """
+
+    def __init__(self, session: Any, request_id: Any, logger_name: str) -> None:
+        self._session = session
+        self._request_id = request_id
+        self._logger_name = logger_name
+        self._send, self._receive = anyio.create_memory_object_stream[tuple[str, str]](math.inf)
+        self._loop_thread = threading.get_ident()
+
+    def __call__(self, level: str, text: str) -> None:
+        if threading.get_ident() == self._loop_thread:
+            self._send.send_nowait((level, text))
+        else:
+            anyio.from_thread.run_sync(self._send.send_nowait, (level, text))
+
+    def close(self) -> None:
+        self._send.close()
+
+    async def pump(self) -> None:
+        async with self._receive:
+            async for level, text in self._receive:
+                try:
+                    await self._session.send_log_message(
+                        CONSOLE_LOG_LEVELS.get(level, "info"), text, logger=self._logger_name,
+                        related_request_id=self._request_id,
+                    )
+                except Exception as exc:  # a client that went away must not fail the run
+                    logger.debug("console notification dropped: %r", exc)
+
+
+async def _report_progress(session: Any, timeout: float, started: float) -> None:
+    while True:
+        await anyio.sleep(PROGRESS_INTERVAL_SECONDS)
+        elapsed = time.monotonic() - started
+        try:
+            await session.report_progress(elapsed, total=timeout, message=f"running for {elapsed:.0f} s")
+        except Exception as exc:
+            logger.debug("progress notification dropped: %r", exc)
+            return
+
+
+def build_server(runtime: Runtime) -> Server[Any]:
+    """The low-level MCP server exposing run_js and run_py backed by `runtime`."""
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        runtime.remember_client(ctx)
+        return types.ListToolsResult(tools=runtime.tools())
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        runtime.remember_client(ctx)
+        if params.name not in ("run_js", "run_py"):
+            return error_result(f"unknown tool {params.name!r}; this server offers run_js and run_py")
+        language = "js" if params.name == "run_js" else "py"
+        forwarder = _ConsoleForwarder(ctx.session, ctx.request_id, params.name)
+        wants_progress = _progress_token(ctx.params) is not None
+        arguments = params.arguments if params.arguments is not None else {}
+        timeout = arguments.get("timeout_seconds") if isinstance(arguments, dict) else None
+        result: types.CallToolResult | None = None
+        async with anyio.create_task_group() as outer:
+            outer.start_soon(forwarder.pump)  # ends once the forwarder is closed and drained
+            try:
+                async with anyio.create_task_group() as ticker:
+                    if wants_progress:
+                        total = float(timeout) if isinstance(timeout, int | float) and not isinstance(timeout, bool) else 60.0
+                        ticker.start_soon(_report_progress, ctx.session, total, time.monotonic())
+                    result = await runtime.run(language, arguments, on_console=forwarder)
+                    ticker.cancel_scope.cancel()
+            finally:
+                forwarder.close()
+        assert result is not None
+        return result
+
+    return Server(
+        "codedesk",
+        version=_version(),
+        instructions=(
+            "codedesk gives you a Linux desktop through code: write a script for run_js (or run_py) "
+            "that calls the capability servers with mcp.callTool; read the tool descriptions for the API."
+        ),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def _progress_token(params: Mapping[str, Any] | None) -> Any:
+    meta = (params or {}).get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, Mapping) else None
+    return None if isinstance(token, bool) else token
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("codedesk")
+    except Exception:
+        return "0"
+
+
+def initialization_options(server: Server[Any]) -> Any:
+    """Options announcing that the tool list (its descriptions) can change."""
+    return server.create_initialization_options(NotificationOptions(tools_changed=True))
+
+
+async def serve_stdio(servers: Mapping[str, ServerConfig]) -> None:
+    """Serve run_js / run_py on this process's stdin and stdout until the client disconnects."""
+    from mcp.server.stdio import stdio_server
+
+    async with Runtime(servers) as runtime:
+        runtime.warm("js")
+        server = build_server(runtime)
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, initialization_options(server))
+
+
+async def serve_http(servers: Mapping[str, ServerConfig], host: str, port: int, token: str) -> None:
+    """Serve run_js / run_py over streamable HTTP at `http://HOST:PORT/mcp`, bearer token required.
+
+    Prints the MCP URL and the token on stderr once the socket is bound.
+    """
+    import socket
+
+    import uvicorn
+
+    from .auth import BearerTokenGuard
+
+    if not token:
+        raise ValueError("the HTTP transport needs a non-empty bearer token")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    bound_port = sock.getsockname()[1]
+    async with Runtime(servers) as runtime:
+        runtime.warm("js")
+        server = build_server(runtime)
+        app = BearerTokenGuard(server.streamable_http_app(host=host), token)
+        url_host = f"[{host}]" if ":" in host else host
+        url = f"http://{url_host}:{bound_port}/mcp"
+        print(
+            f"codedesk runtime: streamable HTTP\n  MCP URL: {url}\n  token:   {token}\n"
+            f"  header:  Authorization: Bearer {token}",
+            file=sys.stderr,
+            flush=True,
+        )
+        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        try:
+            await uvicorn.Server(config).serve(sockets=[sock])
+        finally:
+            sock.close()
