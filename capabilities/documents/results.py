@@ -1,0 +1,107 @@
+"""The one result builder of the documents server: JSON text first, then image blocks.
+
+Tools return a `ToolOutput`; `to_call_result` turns it (or a `DocumentError`) into the MCP
+`CallToolResult`. `is_error` is set only in `failure`.
+
+Images handed to the model are scaled so the long edge is at most `CODEDESK_IMAGE_MAX_EDGE_PX`
+(1568 by default) and the encoded bytes at most `CODEDESK_IMAGE_MAX_MB` (3 by default), so every
+model provider accepts them.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import mcp_types as types
+from PIL import Image
+
+DEFAULT_MAX_EDGE_PX = 1568
+DEFAULT_MAX_MB = 3.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class EncodedImage:
+    """An image ready for an MCP image block."""
+
+    data: bytes
+    mime_type: str
+    width: int
+    height: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolOutput:
+    """What a tool produced: `data` becomes the JSON text block, `images` the image blocks."""
+
+    data: dict[str, Any]
+    images: list[EncodedImage] = field(default_factory=list)
+
+
+def image_limits() -> tuple[int, int]:
+    """(max long edge in px, max bytes) for images returned to the model."""
+    edge = int(os.environ.get("CODEDESK_IMAGE_MAX_EDGE_PX", DEFAULT_MAX_EDGE_PX))
+    megabytes = float(os.environ.get("CODEDESK_IMAGE_MAX_MB", DEFAULT_MAX_MB))
+    return edge, int(megabytes * 1024 * 1024)
+
+
+def encode_for_model(image: Image.Image) -> EncodedImage:
+    """Encode `image` for the model: PNG when it fits, else JPEG, scaled down to the limits."""
+    max_edge, max_bytes = image_limits()
+    if max(image.size) > max_edge:
+        factor = max_edge / max(image.size)
+        image = image.resize(_scaled(image.size, factor), Image.Resampling.LANCZOS)
+    if image.mode not in ("RGB", "RGBA", "L", "LA"):
+        image = image.convert("RGBA" if "A" in image.getbands() else "RGB")
+    data = _encode(image, "PNG")
+    if len(data) <= max_bytes:
+        return EncodedImage(data=data, mime_type="image/png", width=image.width, height=image.height)
+    flat = _flatten(image)
+    while True:
+        data = _encode(flat, "JPEG")
+        if len(data) <= max_bytes or max(flat.size) <= 64:
+            return EncodedImage(data=data, mime_type="image/jpeg", width=flat.width, height=flat.height)
+        flat = flat.resize(_scaled(flat.size, 0.75), Image.Resampling.LANCZOS)
+
+
+def _scaled(size: tuple[int, int], factor: float) -> tuple[int, int]:
+    return max(1, round(size[0] * factor)), max(1, round(size[1] * factor))
+
+
+def _flatten(image: Image.Image) -> Image.Image:
+    """RGB on a white background (JPEG has no alpha; black behind text would hide it)."""
+    if image.mode in ("RGBA", "LA"):
+        background = Image.new("RGB", image.size, "white")
+        background.paste(image, mask=image.getchannel("A"))
+        return background
+    return image.convert("RGB")
+
+
+def _encode(image: Image.Image, fmt: str) -> bytes:
+    buffer = io.BytesIO()
+    if fmt == "JPEG":
+        image.save(buffer, "JPEG", quality=85, optimize=True)
+    else:
+        image.save(buffer, "PNG", compress_level=1)
+    return buffer.getvalue()
+
+
+def success(output: ToolOutput) -> types.CallToolResult:
+    """The JSON text block (also as structured content), then one image block per image."""
+    content: list[types.ContentBlock] = [
+        types.TextContent(text=json.dumps(output.data, ensure_ascii=False))
+    ]
+    for image in output.images:
+        content.append(
+            types.ImageContent(data=base64.b64encode(image.data).decode("ascii"), mime_type=image.mime_type)
+        )
+    return types.CallToolResult(content=content, structured_content=output.data)
+
+
+def failure(message: str) -> types.CallToolResult:
+    """An error result whose text starts with "Error: " and says what to do next."""
+    return types.CallToolResult(content=[types.TextContent(text=f"Error: {message}")], is_error=True)
