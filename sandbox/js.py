@@ -1,0 +1,306 @@
+"""run_js: JavaScript in QuickJS-ng compiled to wasm (quickjs-rs), one fresh VM per run.
+
+Each run gets its own wasm instance (quickjs-rs compiles the module once per process and
+instantiates it per context), so nothing leaks between runs and runs may overlap on one event
+loop. The guest API lives in `prelude.js`; host functions behind it start tool calls and timers
+as tasks (`ToolBridge`) and hand completions back in batches, one guest wake-up per turn of the
+event loop, which is what makes `Promise.all` over many calls cheap.
+
+Timing: a script's run ends when its top level has settled and no call or timer it started is
+left, as in Node; `timeout_seconds` bounds the whole, and when it passes, every call still in
+flight is cancelled before `run` returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from importlib.resources import files
+from typing import Any
+
+import quickjs_rs
+
+from sandbox._host import ArtifactBox, ConsoleCapture, ToolBridge
+from sandbox.result import CallTool, JsLimits, ListTools, OnConsole, RunError, RunResult
+
+_PRELUDE = files("sandbox").joinpath("prelude.js").read_text(encoding="utf-8")
+# Compiled through `new Function`, so the prelude's frames read <input> and the user's
+# eval_script: how a stack is placed in the user's own code.
+_BOOT = f"new Function({json.dumps(_PRELUDE)})()"
+_DRAIN = 'await globalThis[Symbol.for("codedesk.drain")]()'
+
+# A frame of the user's code: "at f (eval_script:3:11)" at run time, "at eval_script:2:1"
+# for a syntax error, which has no function around it.
+_USER_FRAME = re.compile(r"eval_script:(\d+):(\d+)")
+_COMPILE_FRAME = re.compile(r"^\s*at eval_script:(\d+):(\d+)\s*$", re.M)
+
+_KIND_BY_NAME = {
+    "BridgeError": "bridge",
+    "CallBudgetError": "call_budget",
+    "ArtifactLimitError": "output",
+}
+
+
+_POOL_SIZE = 2  # ready contexts kept for the default limits
+_REFILL_DELAY = 0.05  # seconds after a run takes a context before the pool is topped up
+
+
+class JsEngine:
+    """Runs untrusted JavaScript. Create one per process; `run` is safe to call concurrently.
+
+    A context is used by one run only. A few contexts for the default limits are made ahead
+    (outside any run, after the previous run returns), so a run does not pay for making one.
+    """
+
+    def __init__(self, *, pool_size: int = _POOL_SIZE) -> None:
+        self._pool_size = pool_size
+        self._pool: list[_Vm] = []
+        self._closed = False
+        self._refill_scheduled = False
+        self._refill()  # also compiles the guest module (about 0.7 s, once per process)
+
+    def close(self) -> None:
+        """Release the contexts made ahead. Runs already started are not affected."""
+        self._closed = True
+        while self._pool:
+            self._pool.pop().close()
+
+    def __enter__(self) -> JsEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _refill(self) -> None:
+        self._refill_scheduled = False
+        while not self._closed and len(self._pool) < self._pool_size:
+            self._pool.append(_Vm(JsLimits()))
+
+    def _take(self, limits: JsLimits) -> _Vm:
+        pooled = limits.heap_memory_max_mb == JsLimits().heap_memory_max_mb and (
+            limits.timeout_seconds == JsLimits().timeout_seconds
+        )
+        if pooled and self._pool:
+            vm = self._pool.pop()
+            if not self._refill_scheduled and not self._closed:
+                # Refill once the loop has been quiet a moment, not inside this run's awaits.
+                self._refill_scheduled = True
+                asyncio.get_running_loop().call_later(_REFILL_DELAY, self._refill)
+            return vm
+        return _Vm(limits)
+
+    async def run(
+        self,
+        code: str,
+        *,
+        call_tool: CallTool,
+        list_tools: ListTools,
+        limits: JsLimits = JsLimits(),
+        on_console: OnConsole | None = None,
+    ) -> RunResult:
+        """Run `code` (a script body; top-level await allowed) in a fresh context.
+
+        Never raises for what the script does: the outcome, error kind and place included, is
+        in the `RunResult`. Raises `TypeError` for a `code` that is not a string or `limits`
+        that are not `JsLimits`, and `asyncio.CancelledError` when the caller is cancelled
+        (after cancelling the run's own calls).
+        """
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a string, not {type(code).__name__}")
+        if not isinstance(limits, JsLimits):
+            raise TypeError(f"limits must be JsLimits, not {type(limits).__name__}")
+        run = _JsRun(code, call_tool, list_tools, limits, on_console)
+        return await run.execute(self._take(limits))
+
+
+class _Vm:
+    """A fresh context with the guest API installed, waiting for its one run."""
+
+    def __init__(self, limits: JsLimits) -> None:
+        self.run: _JsRun | None = None
+        self.rt = quickjs_rs.Runtime(memory_limit=limits.heap_memory_max_mb << 20)
+        try:
+            self.ctx = self.rt.new_context(timeout=limits.timeout_seconds)
+            self.ctx.register("__host", self._host, is_async=False)
+            self.ctx.register("__host_next", self._next, is_async=True)
+            self.describe = self.ctx.eval_handle(_BOOT)
+        except BaseException:
+            self.rt.close()
+            raise
+
+    def _host(self, op: str, a: Any = None, b: Any = None, c: Any = None) -> Any:
+        run = self.run
+        if run is None:
+            return ""
+        if op == "submit":
+            run.submit(a)
+        elif op == "mark":
+            run.used_loop = True
+        elif op == "console":
+            run.console.add(str(a), str(b))
+        elif op == "artifact":
+            return run.artifacts.add(json.loads(a)) or ""
+        elif op == "uncaught":
+            run.uncaught_error(str(a), str(b), str(c or ""))
+        return ""
+
+    async def _next(self) -> str:
+        assert self.run is not None
+        return await self.run.bridge.next_events()
+
+    def close(self) -> None:
+        self.describe.dispose()
+        self.ctx.close()
+        self.rt.close()
+
+
+class _JsRun:
+    """The state of one run: its console, artifacts and tool bridge."""
+
+    def __init__(
+        self,
+        code: str,
+        call_tool: CallTool,
+        list_tools: ListTools,
+        limits: JsLimits,
+        on_console: OnConsole | None,
+    ) -> None:
+        self.code = code
+        self.limits = limits
+        self.console = ConsoleCapture(limits.max_output_bytes, on_console)
+        self.artifacts = ArtifactBox(limits.max_artifacts, limits.max_artifact_bytes)
+        self.bridge = ToolBridge(call_tool, list_tools, limits.max_tool_calls)
+        self.uncaught: RunError | None = None
+        self.used_loop = False  # a call, listing or timer was started
+
+    def submit(self, ops_json: str) -> None:
+        for op in json.loads(ops_json):
+            kind, rid = op.get("op"), op.get("id")
+            if kind == "call":
+                self.bridge.call(rid, op.get("server"), op.get("tool"), op.get("args"))
+            elif kind == "list":
+                self.bridge.list(rid, op.get("server"))
+            elif kind == "timer":
+                self.bridge.timer(rid, op.get("ms"))
+            elif kind == "clear":
+                self.bridge.clear(rid)
+
+    def uncaught_error(self, name: str, message: str, stack: str) -> None:
+        if self.uncaught is None:
+            self.uncaught = _error_from_js(name, message, stack)
+
+    async def execute(self, vm: _Vm) -> RunResult:
+        limits = self.limits
+        vm.run = self
+        try:
+            value, error = await self._evaluate(vm)
+        except quickjs_rs.MemoryLimitError as exc:
+            value, error = None, _memory_error(exc, limits)
+        finally:
+            vm.run = None
+            await self.bridge.close()
+            vm.close()
+        if error is None and self.uncaught is not None:
+            error = self.uncaught
+        if error is None and value is not None:
+            size = len(json.dumps(value, ensure_ascii=False).encode())
+            if size > limits.max_output_bytes:
+                value, error = None, RunError(
+                    kind="output",
+                    message=f"the returned value is {size} bytes, over max_output_bytes="
+                    f"{limits.max_output_bytes}; return a smaller value (a summary, a count, "
+                    f"the first items)",
+                )
+        return RunResult(
+            status="ok" if error is None else "error",
+            console=self.console.lines(),
+            value=value if error is None else None,
+            artifacts=list(self.artifacts.blocks),
+            error=error,
+            tool_calls=self.bridge.tool_calls,
+        )
+
+    async def _evaluate(self, vm: _Vm) -> tuple[Any, RunError | None]:
+        limits, ctx = self.limits, vm.ctx
+        started = time.monotonic()
+        guard = asyncio.timeout(limits.timeout_seconds)
+        try:
+            async with guard:
+                if _needs_async(self.code):
+                    handle = await ctx.eval_handle_async(self.code, timeout=limits.timeout_seconds)
+                else:
+                    # A script without `await` runs as a plain script: the same value and
+                    # errors, at a fraction of the cost of driving a promise.
+                    handle = ctx.eval_handle(self.code)
+                with handle:
+                    # Drain before anything else touches the VM: only eval_async may run the
+                    # guest's pending jobs, which may start more calls and timers.
+                    if self.used_loop:
+                        left = max(0.001, limits.timeout_seconds - (time.monotonic() - started))
+                        with await ctx.eval_handle_async(_DRAIN, timeout=left):
+                            pass
+                    with vm.describe.call(handle) as described:
+                        text = described.to_python()
+        except TimeoutError:  # builtins.TimeoutError, from asyncio.timeout: wall time is up
+            return None, _timeout_error(limits)
+        except quickjs_rs.TimeoutError:
+            return None, _timeout_error(limits)
+        except quickjs_rs.MemoryLimitError as exc:
+            return None, _memory_error(exc, limits)
+        except quickjs_rs.DeadlockError:
+            return None, RunError(
+                kind="thrown",
+                message="the script awaits a promise that can never settle (no tool call or "
+                "timer is pending to settle it)",
+            )
+        except quickjs_rs.JSError as exc:
+            return None, _error_from_js(exc.name, exc.message, exc.stack or "")
+        except quickjs_rs.QuickJSError as exc:
+            return None, RunError(kind="internal", message=f"{type(exc).__name__}: {exc}")
+        if guard.expired():  # the script caught the cancellation and carried on
+            return None, _timeout_error(limits)
+        return json.loads(text).get("value"), None
+
+
+def _needs_async(code: str) -> bool:
+    return "await" in code
+
+
+def _error_from_js(name: str, message: str, stack: str) -> RunError:
+    """Classify a JS error and place it in the user's code."""
+    compile_frame = _COMPILE_FRAME.search(stack) if name == "SyntaxError" else None
+    frame = compile_frame or _USER_FRAME.search(stack)
+    line, column = (int(frame.group(1)), int(frame.group(2))) if frame else (None, None)
+    if compile_frame is not None:
+        kind = "syntax"
+    elif name == "InternalError" and "out of memory" in message:
+        kind = "memory"
+    else:
+        kind = _KIND_BY_NAME.get(name, "thrown")
+    user_stack = "\n".join(ln for ln in stack.splitlines() if "<input>" not in ln)
+    return RunError(
+        kind=kind,  # type: ignore[arg-type]
+        message=f"{name}: {message}" if name and kind != "syntax" else f"SyntaxError: {message}",
+        line=line,
+        column=column,
+        traceback=user_stack or None,
+    )
+
+
+def _timeout_error(limits: JsLimits) -> RunError:
+    return RunError(
+        kind="timeout",
+        message=f"the run took longer than timeout_seconds={limits.timeout_seconds:g}; calls "
+        f"still in flight were cancelled. Do less per run, or raise timeout_seconds (at most "
+        f"600)",
+    )
+
+
+def _memory_error(exc: Exception, limits: JsLimits) -> RunError:
+    return RunError(
+        kind="memory",
+        message=f"the JS heap passed heap_memory_max_mb={limits.heap_memory_max_mb} ({exc}); "
+        f"keep less in memory, or raise heap_memory_max_mb (at most 1024)",
+    )

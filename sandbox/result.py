@@ -1,0 +1,130 @@
+"""The sandbox's public types: host callables handed in, limits, and the typed run result.
+
+A run never raises for anything the script does: every outcome is a `RunResult`, `status`
+"ok" or "error", the error carrying its `kind`. Only bad limits (`LimitsError`, a
+`ValueError`) and bugs in the host's own callables' types raise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
+
+CallTool = Callable[[str, str, dict], Awaitable[dict]]
+"""(server, tool, args) -> CallToolResult as a JSON dict with camelCase keys
+({"content": [...], "isError"?: bool, "structuredContent"?: ...}). Raising any Exception is a
+bridge failure: the guest sees a thrown Error carrying str(exc)."""
+
+ListTools = Callable[[str | None], Awaitable[dict]]
+"""server or None -> {server: [{name, description, inputSchema}, ...]}."""
+
+OnConsole = Callable[[str, str], None]
+"""(level, text), called as each console line is produced."""
+
+ErrorKind = Literal[
+    "syntax", "thrown", "timeout", "memory", "output", "call_budget", "bridge", "internal"
+]
+
+# Ranges the runtime also uses for its tool schemas: (minimum, default, maximum).
+TIMEOUT_SECONDS_RANGE = (0.001, 60.0, 600.0)
+HEAP_MEMORY_MAX_MB_RANGE = (1, 32, 1024)
+MEMORY_MAX_MB_RANGE = (64, 512, 2048)
+MAX_OUTPUT_BYTES_RANGE = (1, 1 << 20, 64 << 20)
+MAX_ARTIFACTS_RANGE = (0, 20, 1000)
+MAX_ARTIFACT_BYTES_RANGE = (0, 20 << 20, 512 << 20)
+MAX_TOOL_CALLS_RANGE = (0, 1000, 100_000)
+
+
+class LimitsError(ValueError):
+    """A limit is out of its allowed range or of the wrong type; the message names both."""
+
+
+def _check(name: str, value: Any, bounds: tuple[Any, Any, Any], kind: type) -> None:
+    low, _, high = bounds
+    ok_type = (int, float) if kind is float else (int,)
+    if isinstance(value, bool) or not isinstance(value, ok_type):
+        raise LimitsError(f"{name} must be a {'number' if kind is float else 'whole number'} "
+                          f"between {low} and {high}; got {value!r}")
+    if not low <= value <= high:
+        raise LimitsError(f"{name} must be between {low} and {high}; got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _CommonLimits:
+    timeout_seconds: float = TIMEOUT_SECONDS_RANGE[1]
+    max_output_bytes: int = MAX_OUTPUT_BYTES_RANGE[1]
+    max_artifacts: int = MAX_ARTIFACTS_RANGE[1]
+    max_artifact_bytes: int = MAX_ARTIFACT_BYTES_RANGE[1]
+    max_tool_calls: int = MAX_TOOL_CALLS_RANGE[1]
+
+    def __post_init__(self) -> None:
+        _check("timeout_seconds", self.timeout_seconds, TIMEOUT_SECONDS_RANGE, float)
+        _check("max_output_bytes", self.max_output_bytes, MAX_OUTPUT_BYTES_RANGE, int)
+        _check("max_artifacts", self.max_artifacts, MAX_ARTIFACTS_RANGE, int)
+        _check("max_artifact_bytes", self.max_artifact_bytes, MAX_ARTIFACT_BYTES_RANGE, int)
+        _check("max_tool_calls", self.max_tool_calls, MAX_TOOL_CALLS_RANGE, int)
+
+
+@dataclass(frozen=True, kw_only=True)
+class JsLimits(_CommonLimits):
+    """Per-run limits of run_js. `heap_memory_max_mb` bounds the JS heap."""
+
+    heap_memory_max_mb: int = HEAP_MEMORY_MAX_MB_RANGE[1]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check("heap_memory_max_mb", self.heap_memory_max_mb, HEAP_MEMORY_MAX_MB_RANGE, int)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PyLimits(_CommonLimits):
+    """Per-run limits of run_py. `memory_max_mb` bounds the interpreter's linear memory."""
+
+    memory_max_mb: int = MEMORY_MAX_MB_RANGE[1]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check("memory_max_mb", self.memory_max_mb, MEMORY_MAX_MB_RANGE, int)
+
+
+class ConsoleLine(NamedTuple):
+    """One console line: level is "log", "info", "warn", "error" or "debug"."""
+
+    level: str
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunError:
+    """Why a run failed. `line`/`column` are 1-based positions in the user's own code."""
+
+    kind: ErrorKind
+    message: str
+    line: int | None = None
+    column: int | None = None
+    traceback: str | None = None
+
+    def describe(self) -> str:
+        """One line for people and models: the kind, the place, the message."""
+        where = f" at line {self.line}" if self.line is not None else ""
+        if self.line is not None and self.column is not None:
+            where += f", column {self.column}"
+        return f"{self.kind} error{where}: {self.message}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunResult:
+    """The outcome of one run. `value` is the JSON-serialisable value of the last expression
+    (a description string when it cannot be serialised); `artifacts` are MCP content blocks."""
+
+    status: Literal["ok", "error"]
+    console: list[ConsoleLine] = field(default_factory=list)
+    value: Any | None = None
+    artifacts: list[dict] = field(default_factory=list)
+    error: RunError | None = None
+    tool_calls: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
