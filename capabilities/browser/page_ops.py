@@ -228,7 +228,9 @@ def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
             if "$ref" in node:
                 target = copy.deepcopy(defs[node["$ref"].rsplit("/", 1)[-1]])
                 return resolve({**target, **{k: v for k, v in node.items() if k != "$ref"}})
-            return {k: resolve(v) for k, v in node.items() if k != "$defs"}
+            # "discriminator" is an OpenAPI hint whose mapping points into $defs; oneOf with
+            # a const `type` says the same in plain JSON Schema.
+            return {k: resolve(v) for k, v in node.items() if k not in ("$defs", "discriminator")}
         if isinstance(node, list):
             return [resolve(v) for v in node]
         return node

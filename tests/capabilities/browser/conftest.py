@@ -1,0 +1,257 @@
+"""Fixtures for the `browser` capability server (browser_execute and desktop_execute).
+
+Shared by both tool families; keep fixtures small and additive.
+
+- `browser_desktop` (session): the desktop session the server acts on: `desktop_session`
+  from tests/fixtures/session.py when that fixture exists, otherwise a minimal local
+  session (Xvfb + xfwm4 + Chromium with a DevTools port, session.json in a temp data dir).
+  Either way it has `.data_dir`, `.info` (SessionInfo) and `.env` (os.environ plus
+  CODEDESK_DATA), like `desktop_session`.
+- `browser_server` (session): `python -m capabilities.browser` spawned over stdio with the
+  SDK client against that session. Tests are synchronous: `.call(tool, args)` returns the
+  `CallToolResult`; `.call_many([(tool, args), ...])` runs calls concurrently;
+  `.list_tools()`. Use `BrowserServer(env)` as a context manager for a server of your own
+  (e.g. to restart it).
+- `session_chromium_pid(info)`: the pid of the session's Chromium browser process (found by
+  its profile dir in the command line), for tests that kill it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import anyio.from_thread
+import psutil
+import pytest
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from capabilities.session import SessionInfo, write_session
+
+REPO = Path(__file__).resolve().parents[3]
+CHROMIUM_FLAGS = [
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+]
+
+
+class BrowserServer:
+    """A real `python -m capabilities.browser` over stdio with a synchronous face."""
+
+    def __init__(self, env: dict[str, str], log_path: Path | None = None) -> None:
+        self.env = env
+        self._log_path = log_path or Path(tempfile.mkstemp(prefix="browser-server-", suffix=".log")[1])
+
+    def __enter__(self) -> "BrowserServer":
+        self._log = open(self._log_path, "a")
+        self._portal_cm = anyio.from_thread.start_blocking_portal()
+        self._portal = self._portal_cm.__enter__()
+        try:
+            # One task holds the stdio transport from start to end, as anyio requires.
+            self._session_cm = self._portal.wrap_async_context_manager(self._connected())
+            self.session: ClientSession = self._session_cm.__enter__()
+        except BaseException:
+            self._portal_cm.__exit__(*sys.exc_info())
+            self._log.close()
+            raise
+        return self
+
+    @asynccontextmanager
+    async def _connected(self):
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "capabilities.browser"], env=self.env, cwd=str(REPO)
+        )
+        async with stdio_client(params, errlog=self._log) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                yield session
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self._session_cm.__exit__(None, None, None)
+        finally:
+            self._portal_cm.__exit__(None, None, None)
+            self._log.close()
+
+    def call(self, tool: str, args: dict):
+        """Call a tool; returns its CallToolResult."""
+        return self._portal.call(self.session.call_tool, tool, args)
+
+    def call_many(self, calls: list[tuple[str, dict]]) -> list:
+        """Call several tools at once (concurrently); results in the order given."""
+
+        async def run() -> list:
+            results: list = [None] * len(calls)
+
+            async def one(i: int, tool: str, args: dict) -> None:
+                results[i] = await self.session.call_tool(tool, args)
+
+            async with anyio.create_task_group() as tg:
+                for i, (tool, args) in enumerate(calls):
+                    tg.start_soon(one, i, tool, args)
+            return results
+
+        return self._portal.call(run)
+
+    def list_tools(self):
+        return self._portal.call(self.session.list_tools).tools
+
+    def server_log(self) -> str:
+        return self._log_path.read_text()
+
+
+@dataclass
+class LocalDesktop:
+    data_dir: Path
+    info: SessionInfo
+    env: dict[str, str]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_port(port: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+
+
+def _local_desktop(tmp: Path):
+    """Xvfb + xfwm4 + Chromium (no window, DevTools on loopback) and a session.json."""
+    data = tmp / "data"
+    (data / "chrome").mkdir(parents=True)
+    read_fd, write_fd = os.pipe()
+    xvfb = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1280x800x24", "-nolisten", "tcp"],
+        pass_fds=[write_fd], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    os.close(write_fd)
+    with os.fdopen(read_fd) as f:
+        display = ":" + f.readline().strip()
+    env = {**os.environ, "DISPLAY": display}
+    env.pop("WAYLAND_DISPLAY", None)
+    wm = subprocess.Popen(["xfwm4"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    port = _free_port()
+    command = [
+        "/usr/bin/chromium", *CHROMIUM_FLAGS, "--no-sandbox",
+        f"--remote-debugging-port={port}", "--remote-debugging-address=127.0.0.1",
+        f"--user-data-dir={data / 'chrome'}", "--no-startup-window",
+    ]
+    chromium = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+    _wait_port(port, 20)
+    info = SessionInfo(
+        data_dir=data, display=display, env=env, devtools_url=f"http://127.0.0.1:{port}",
+        chromium_command=command, user="root", uid=0, gid=0, home=Path.home(),
+    )
+    write_session(info)
+    return LocalDesktop(data_dir=data, info=info, env={**os.environ, "CODEDESK_DATA": str(data)}), [
+        chromium, wm, xvfb
+    ]
+
+
+@pytest.fixture(scope="session")
+def browser_desktop(request):
+    """The desktop session the browser server acts on (see the module docstring)."""
+    try:
+        yield request.getfixturevalue("desktop_session")
+        return
+    except pytest.FixtureLookupError:
+        pass
+    tmp = Path(tempfile.mkdtemp(prefix="codedesk-browser-"))
+    desktop, procs = _local_desktop(tmp)
+    try:
+        yield desktop
+    finally:
+        pid = session_chromium_pid(desktop.info)  # it may have been restarted by a test
+        if pid is not None:
+            os.kill(pid, signal.SIGTERM)
+        for proc in procs:
+            if proc.poll() is None:
+                proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def browser_server(browser_desktop):
+    """The browser capability server over stdio against the session (session-scoped)."""
+    with BrowserServer(browser_desktop.env) as server:
+        yield server
+
+
+def session_chromium_pid(info: SessionInfo) -> int | None:
+    """The session's Chromium browser process (not its helpers), by its profile dir."""
+    marker = f"--user-data-dir={info.chrome_profile}"
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if marker in cmdline and not any(arg.startswith("--type=") for arg in cmdline):
+            return proc.info["pid"]
+    return None
+
+
+@dataclass
+class PageRun:
+    """A browser_execute result, read: the summary line, the JSON body, the PNGs."""
+
+    raw: object
+    summary: str
+    body: dict
+    images: list[bytes]
+
+    @property
+    def is_error(self) -> bool:
+        return bool(self.raw.is_error)
+
+    @property
+    def results(self) -> list[dict]:
+        return self.body["results"]
+
+    def result(self, step: int):
+        """The result of step N (numbered from 1)."""
+        return self.results[step - 1]["result"]
+
+
+def read_page_run(raw) -> PageRun:
+    text = raw.content[0].text
+    summary, _, body = text.partition("\n")
+    images = [base64.b64decode(c.data) for c in raw.content[1:] if c.type == "image"]
+    return PageRun(raw=raw, summary=summary, body=json.loads(body), images=images)
+
+
+@pytest.fixture
+def run_page(browser_server):
+    """`run_page(operations, tab=..., close=...)`: one browser_execute call, read."""
+
+    def run(operations: list[dict], **extra) -> PageRun:
+        return read_page_run(browser_server.call("browser_execute", {"operations": operations, **extra}))
+
+    return run
