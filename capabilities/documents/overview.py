@@ -9,7 +9,7 @@ import openpyxl
 from . import office
 from .errors import BadDocument
 from .images import PathArgs, open_image
-from .pdf import IMAGE_SUFFIXES, open_pdf
+from .pdf import IMAGE_SUFFIXES, open_pdf, page_text
 from .results import ToolOutput
 from .tooling import ToolSpec, Workspace
 
@@ -28,7 +28,7 @@ def _pdf(path: Path) -> dict:
             page_has_images = bool(page.get_images())
             has_images |= page_has_images
             if index < PREVIEW_PAGES:
-                text = page.get_text("text").strip()
+                text = page_text(page).strip()
                 tables = len(page.find_tables().tables)
                 has_tables |= tables > 0
                 pages.append({

@@ -40,10 +40,19 @@ def open_pdf(path: Path) -> Iterator[pymupdf.Document]:
                 f"password. Ask the user for an unencrypted copy"
             )
         if doc.page_count == 0:
-            raise BadDocument(f"{path.name!r} has no pages")
+            raise BadDocument(f"{path.name!r} has no readable pages: the file is empty or corrupt; check it opens in a PDF viewer")
         yield doc
     finally:
         doc.close()
+
+
+# Ligatures split into letters, so code searching for "figures" finds "ﬁgures".
+TEXT_FLAGS = pymupdf.TEXTFLAGS_TEXT & ~pymupdf.TEXT_PRESERVE_LIGATURES
+
+
+def page_text(page: pymupdf.Page) -> str:
+    """The page's text in reading order (top to bottom, left to right)."""
+    return page.get_text("text", flags=TEXT_FLAGS, sort=True)
 
 
 def render_page(doc: pymupdf.Document, page_number: int, scale: float) -> Image.Image:
@@ -95,7 +104,7 @@ def read_pdf(ws: Workspace, args: ReadPdfArgs) -> ToolOutput:
         pages = []
         for number in selected:
             page = doc[number - 1]
-            entry: dict = {"page": number, "text": page.get_text("text", sort=True)}
+            entry: dict = {"page": number, "text": page_text(page)}
             if args.extract_tables:
                 try:
                     entry["tables"] = [_table(t) for t in page.find_tables().tables]
