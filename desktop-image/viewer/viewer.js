@@ -1,0 +1,84 @@
+// The codedesk viewer: noVNC's RFB client on the whole window, plus the resize channel that
+// makes the X screen follow this window (320x200 to 2560x1600, clamped by the session).
+//
+// URL parameters: token (the session's secret, required), view_only=1 (watch only).
+// Both connections go through websockify, which only knows the secret's tokens:
+//   /websockify?token=<secret>         -> x11vnc
+//   /websockify?token=<secret>.resize  -> the session's resize service ("WxH\n" lines)
+import RFB from './core/rfb.js';
+
+const params = new URLSearchParams(location.search);
+const token = params.get('token') || '';
+const viewOnly = params.get('view_only') === '1' || params.get('view_only') === 'true';
+const statusEl = document.getElementById('status');
+const wsBase = (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/websockify?token=';
+
+// Exposed for people debugging and for tests: connection state and the last screen size.
+window.codedesk = { state: 'connecting', screen: null, resizeReplies: 0, error: null };
+
+function setStatus(text) {
+  statusEl.textContent = text;
+  statusEl.style.display = text ? '' : 'none';
+}
+
+const rfb = new RFB(document.getElementById('screen'), wsBase + encodeURIComponent(token),
+                    { wsProtocols: ['binary'] });
+rfb.viewOnly = viewOnly;
+rfb.scaleViewport = false;  // the screen itself follows the window; nothing to scale
+rfb.resizeSession = false;  // x11vnc refuses client resizes; the resize channel does it
+rfb.focusOnClick = true;
+
+rfb.addEventListener('connect', () => {
+  window.codedesk.state = 'connected';
+  setStatus('');
+  requestResize();
+});
+rfb.addEventListener('disconnect', (e) => {
+  window.codedesk.state = e.detail.clean ? 'disconnected' : 'refused';
+  setStatus(e.detail.clean ? 'disconnected' : 'connection refused or lost (is the token right?)');
+});
+rfb.addEventListener('securityfailure', (e) => {
+  window.codedesk.state = 'refused';
+  window.codedesk.error = e.detail.reason || 'security failure';
+});
+
+// --- the resize channel ---------------------------------------------------------------
+let resizeWs = null;
+let pending = null;
+let timer = null;
+
+function openResize() {
+  resizeWs = new WebSocket(wsBase + encodeURIComponent(token + '.resize'), ['binary']);
+  resizeWs.binaryType = 'arraybuffer';
+  resizeWs.onopen = () => { if (pending) send(pending); };
+  resizeWs.onmessage = (ev) => {
+    const text = new TextDecoder().decode(ev.data).trim();
+    for (const line of text.split('\n')) {
+      const m = /^(\d+)x(\d+)$/.exec(line.trim());
+      if (m) {
+        window.codedesk.screen = { width: +m[1], height: +m[2] };
+        window.codedesk.resizeReplies += 1;
+      } else {
+        window.codedesk.error = line;
+      }
+    }
+  };
+  resizeWs.onclose = () => { resizeWs = null; };
+}
+
+function send(size) {
+  if (!resizeWs) openResize();
+  if (resizeWs.readyState !== WebSocket.OPEN) { pending = size; return; }
+  pending = null;
+  resizeWs.send(new TextEncoder().encode(`${size.width}x${size.height}\n`));
+}
+
+function requestResize() {
+  if (window.codedesk.state !== 'connected') return;
+  send({ width: Math.round(window.innerWidth), height: Math.round(window.innerHeight) });
+}
+
+window.addEventListener('resize', () => {
+  clearTimeout(timer);
+  timer = setTimeout(requestResize, 100);  // one request per burst of window resizes
+});

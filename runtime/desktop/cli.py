@@ -1,0 +1,254 @@
+"""`codedesk desktop up|down|status`: start, stop and inspect the desktop session.
+
+`up` spawns the session supervisor detached, waits until every part answers, prints the
+viewer URL (secret included) and returns; a second `up` on the same data dir reports the
+running session instead of starting another. `down` stops it and leaves no X lock behind.
+`status` prints JSON: each part, its pid, the ports and the screen size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from capabilities.session import SessionNotFound, data_dir, read_session
+
+from . import procs
+from .layout import DesktopError, SessionLayout, missing_packages, install_hint
+
+UP_TIMEOUT = 60.0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="codedesk desktop", description="The desktop session.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def data_arg(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--data", type=Path, default=None,
+                        help="the session's data directory (default: $CODEDESK_DATA, /data in a "
+                             "container, else ~/.local/share/codedesk)")
+
+    up = sub.add_parser("up", help="start the session (or report the running one)")
+    data_arg(up)
+    in_container = Path("/.dockerenv").exists()
+    up.add_argument("--viewer-host", default="0.0.0.0" if in_container else "127.0.0.1",
+                    help="address the noVNC viewer listens on (it requires the session's secret)")
+    up.add_argument("--viewer-port", type=int, default=0, help="viewer port (default: a free one)")
+    up.add_argument("--view-only", action="store_true",
+                    help="viewers watch but cannot use the mouse and keyboard")
+    up.add_argument("--json", action="store_true", help="print the session's facts as JSON")
+
+    down = sub.add_parser("down", help="stop the session")
+    data_arg(down)
+    status = sub.add_parser("status", help="print the session's parts as JSON")
+    data_arg(status)
+
+    sv = sub.add_parser("_supervise", help=argparse.SUPPRESS)
+    data_arg(sv)
+    sv.add_argument("--viewer-host", default="127.0.0.1")
+    sv.add_argument("--viewer-port", type=int, default=0)
+    sv.add_argument("--view-only", action="store_true")
+    sv.add_argument("--ready-fd", type=int, default=None)
+    return p
+
+
+def _data(args) -> Path:
+    return (args.data.expanduser().resolve() if args.data else data_dir())
+
+
+def _read_state(layout: SessionLayout) -> dict | None:
+    try:
+        return json.loads(layout.state_file.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _lock_holder(layout: SessionLayout) -> int | None:
+    """Pid of the supervisor holding the data dir's lock, if one runs."""
+    import fcntl
+    try:
+        fd = os.open(layout.lock_file, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                return int(layout.lock_file.read_text().strip() or 0) or -1
+            except (OSError, ValueError):
+                return -1
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _print_up(data: Path, as_json: bool, already: bool) -> None:
+    info = read_session(data)
+    if as_json:
+        print(json.dumps({**info.to_json(), "already_running": already}, indent=2))
+        return
+    print(f"desktop session {'already running' if already else 'up'} on display {info.display} "
+          f"(data {data})")
+    print(f"viewer:   {info.viewer_url}")
+    print(f"devtools: {info.devtools_url}")
+
+
+def _wait_for_session(data: Path, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        if (data / "session.json").exists():
+            return
+        time.sleep(0.05)
+    raise DesktopError(f"a session is starting in {data} but did not become ready; try "
+                       f"`codedesk desktop status --data {data}`")
+
+
+def up(data: Path, viewer_host: str = "127.0.0.1", viewer_port: int = 0, view_only: bool = False,
+       as_json: bool = False) -> int:
+    """Start the session at `data` (or report the running one); returns the exit code."""
+    missing = missing_packages()
+    if missing:
+        raise DesktopError(install_hint(missing))
+    data.mkdir(parents=True, exist_ok=True)
+    layout = SessionLayout(data)
+    deadline = time.monotonic() + UP_TIMEOUT
+    if _lock_holder(layout):
+        _wait_for_session(data, deadline)
+        _print_up(data, as_json, already=True)
+        return 0
+    layout.logs.mkdir(exist_ok=True)
+    r, w = os.pipe()
+    argv = [sys.executable, "-m", "runtime.desktop", "_supervise", "--data", str(data),
+            "--viewer-host", viewer_host, "--viewer-port", str(viewer_port), "--ready-fd", str(w)]
+    if view_only:
+        argv.append("--view-only")
+    with open(layout.logs / "supervisor.log", "ab") as logf:
+        subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                         pass_fds=(w,), start_new_session=True, close_fds=True)
+    os.close(w)
+    try:
+        buf = b""
+        while b"\n" not in buf:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([r], [], [], max(left, 0))
+            if not ready:
+                raise DesktopError(f"the session did not start within {UP_TIMEOUT:.0f} s; see "
+                                   f"{layout.logs / 'supervisor.log'}")
+            chunk = os.read(r, 4096)
+            if not chunk:
+                raise DesktopError(f"the session supervisor exited during start; see "
+                                   f"{layout.logs / 'supervisor.log'}")
+            buf += chunk
+    finally:
+        os.close(r)
+    msg = json.loads(buf.split(b"\n", 1)[0])
+    if msg.get("already_running"):
+        _wait_for_session(data, deadline)
+        _print_up(data, as_json, already=True)
+        return 0
+    if not msg.get("ok"):
+        raise DesktopError(msg.get("error") or "the session failed to start")
+    _print_up(data, as_json, already=False)
+    return 0
+
+
+def down(data: Path, timeout: float = 30.0) -> int:
+    """Stop the session at `data`; nothing to stop is not an error."""
+    layout = SessionLayout(data)
+    state = _read_state(layout)
+    holder = _lock_holder(layout)
+    pid = holder if holder and holder > 0 else (state or {}).get("supervisor_pid")
+    if pid and procs.pid_alive(pid):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while procs.pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if procs.pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    if state:
+        # The supervisor died without cleaning up: stop what it left behind.
+        procs.kill_marked(state["session_id"])
+        display = state.get("display", "")
+        if display.startswith(":"):
+            procs.remove_stale_x_lock(int(display[1:]))
+        for path in (data / "session.json", layout.state_file):
+            path.unlink(missing_ok=True)
+        run_dir = state.get("run_dir")
+        if run_dir and Path(run_dir).name.startswith("codedesk-"):
+            import shutil
+            shutil.rmtree(run_dir, ignore_errors=True)
+        print(f"desktop session at {data} stopped")
+    else:
+        print(f"no desktop session running at {data}")
+    return 0
+
+
+def status(data: Path) -> dict:
+    """The session's parts, pids, ports and screen size (`running: false` when there is none)."""
+    layout = SessionLayout(data)
+    state = _read_state(layout)
+    if not state or not procs.pid_alive(state.get("supervisor_pid")):
+        return {"running": False, "data_dir": str(data)}
+    parts = {}
+    for name, p in state["parts"].items():
+        parts[name] = {"pid": p["pid"], "running": procs.pid_alive(p["pid"]),
+                       "restarts": p["restarts"], "supervised": p["supervised"]}
+    try:
+        info = read_session(data)
+    except SessionNotFound:
+        info = None
+    return {
+        "running": True,
+        "data_dir": str(data),
+        "display": state["display"],
+        "screen": _screen_size(state) or state["screen"],
+        "supervisor_pid": state["supervisor_pid"],
+        "ports": state["ports"],
+        "parts": parts,
+        "viewer_url": info.viewer_url if info else None,
+        "devtools_url": info.devtools_url if info else None,
+    }
+
+
+def _screen_size(state: dict) -> dict | None:
+    from Xlib import display as xdisplay
+    os.environ.setdefault("XAUTHORITY", state["xauthority"])
+    try:
+        d = xdisplay.Display(state["display"])
+    except Exception:
+        return None
+    try:
+        g = d.screen().root.get_geometry()
+        return {"width": g.width, "height": g.height}
+    finally:
+        d.close()
+
+
+def cli_main(argv: list[str]) -> int:
+    """Entry point of `codedesk desktop ...`; returns the process exit code."""
+    args = _parser().parse_args(argv)
+    data = _data(args)
+    try:
+        if args.command == "up":
+            return up(data, args.viewer_host, args.viewer_port, args.view_only, args.json)
+        if args.command == "down":
+            return down(data)
+        if args.command == "status":
+            st = status(data)
+            print(json.dumps(st, indent=2))
+            return 0 if st["running"] else 3
+        if args.command == "_supervise":
+            from .supervisor import Options, run
+            return run(Options(data, args.viewer_host, args.viewer_port, args.view_only), args.ready_fd)
+    except DesktopError as exc:
+        print(f"codedesk desktop {args.command}: {exc}", file=sys.stderr)
+        return 1
+    return 2

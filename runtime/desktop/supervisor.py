@@ -1,0 +1,568 @@
+"""The session supervisor: one long-lived process per session that starts its parts in order,
+restarts the ones that crash (Chromium excepted), serves screen resizes, and stops everything.
+
+`codedesk desktop up` spawns it detached and waits for its "ready" line on a pipe; `down`
+sends it SIGTERM. It runs as the caller (root or not); every part runs as the desktop user.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import logging
+import os
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from capabilities.session import SESSION_FILE, SessionInfo, write_session
+
+from .layout import NOVNC_DIR, DesktopError, DesktopUser, SessionLayout, free_port, image_dir, port_is_free
+from .screen import MAX_SIZE, START_SIZE, ScreenSizer, clamp_size
+from .userfiles import prepare_chrome_profile, prepare_home, write_xauthority
+from . import procs
+
+log = logging.getLogger("codedesk.desktop")
+
+CHROMIUM = "/usr/bin/chromium"
+# Flags that keep Chromium quiet on a closed network and lean in memory.
+CHROMIUM_FLAGS = [
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--disable-breakpad",
+    "--disable-default-apps",
+    "--disable-domain-reliability",
+    "--disable-client-side-phishing-detection",
+    "--disable-component-extensions-with-background-pages",
+    "--metrics-recording-only",
+    "--password-store=basic",
+    "--disable-features=Translate,MediaRouter,DialMediaRouteProvider,OptimizationHints,"
+    "OptimizationHintsFetching,OptimizationGuideModelDownloading,OptimizationTargetPrediction,"
+    "AutofillServerCommunication,CertificateTransparencyComponentUpdater,InterestFeedContentSuggestions,"
+    "GlobalMediaControls,LensOverlay,HistoryEmbeddings,SidePanelPinning,PrivacySandboxSettings4,"
+    "SafeBrowsingEnhancedProtection,SpareRendererForSitePerProcess",
+    "--start-maximized",
+]
+READY_TIMEOUT = 30.0
+# A part that crashes this many times within RESTART_WINDOW seconds is given up on.
+MAX_RESTARTS = 5
+RESTART_WINDOW = 60.0
+
+
+def _read_line(fd: int, timeout: float) -> bytes:
+    """Read from `fd` up to a newline (b"" on timeout or EOF first)."""
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while not buf.endswith(b"\n"):
+        ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
+        if not ready:
+            return b""
+        chunk = os.read(fd, 256)
+        if not chunk:
+            return b""
+        buf += chunk
+    return buf
+
+
+@dataclass
+class Part:
+    """One supervised process of the session."""
+
+    name: str
+    argv: list[str]
+    restart: bool = True
+    needs_x: bool = True
+    proc: subprocess.Popen | None = None
+    crashes: list[float] = field(default_factory=list)
+    restarts: int = 0
+    given_up: bool = False
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+@dataclass
+class Options:
+    """What `up` asked for."""
+
+    data: Path
+    viewer_host: str = "127.0.0.1"
+    viewer_port: int = 0
+    view_only: bool = False
+
+
+class Supervisor:
+    def __init__(self, opts: Options) -> None:
+        self.opts = opts
+        self.layout = SessionLayout(opts.data)
+        self.user = DesktopUser.resolve()
+        self.session_id = secrets.token_hex(4)
+        self.secret = secrets.token_urlsafe(24)
+        self.run_dir = Path(f"/tmp/codedesk-{self.session_id}")
+        self.xauthority = self.run_dir / "Xauthority"
+        self.display_num: int | None = None
+        self.sizer: ScreenSizer | None = None
+        self.size = START_SIZE
+        self.parts: dict[str, Part] = {}
+        self.ports: dict[str, int] = {}
+        self.env: dict[str, str] = {}
+        self.stopping = False
+        self._lock_fd: int | None = None
+        self._resize_server: asyncio.AbstractServer | None = None
+        self._logs: list = []
+
+    # ----------------------------------------------------------------- setup
+    def acquire_lock(self) -> bool:
+        """Take the data dir's session lock; False when another supervisor holds it."""
+        fd = os.open(self.layout.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+        return True
+
+    def prepare(self) -> None:
+        lay = self.layout
+        for d in (lay.home, lay.chrome, lay.logs):
+            d.mkdir(parents=True, exist_ok=True)
+        self._check_reachable()
+        self.run_dir.mkdir(mode=0o700)
+        if self.user.switch:
+            os.chown(self.run_dir, self.user.uid, self.user.gid)
+            os.chown(lay.logs, self.user.uid, self.user.gid)
+        self._cookie = secrets.token_bytes(16)
+        self._write_xauthority()
+        self.ports["devtools"] = free_port()
+        self.ports["vnc"] = free_port()
+        self.ports["resize"] = free_port()
+        if self.opts.viewer_port:
+            if not port_is_free(self.opts.viewer_port, self.opts.viewer_host):
+                raise DesktopError(
+                    f"viewer port {self.opts.viewer_port} on {self.opts.viewer_host} is busy; "
+                    f"pass another --viewer-port, or omit it to pick a free one"
+                )
+            self.ports["viewer"] = self.opts.viewer_port
+        else:
+            self.ports["viewer"] = free_port(self.opts.viewer_host)
+        prepare_home(lay, self.user, self.browser_argv(startup_window=True))
+        prepare_chrome_profile(lay, self.user)
+        self._prepare_viewer_web()
+
+    def _write_xauthority(self) -> None:
+        write_xauthority(self.xauthority, self._cookie, self.display_num)
+        if self.user.switch:
+            os.chown(self.xauthority, self.user.uid, self.user.gid)
+
+    def _check_reachable(self) -> None:
+        if not self.user.switch:
+            return
+        probe = subprocess.run(
+            ["test", "-x", str(self.layout.data)], **self.user.popen_kwargs(), check=False
+        )
+        if probe.returncode != 0:
+            raise DesktopError(
+                f"the desktop user {self.user.name!r} cannot reach the data directory "
+                f"{self.layout.data} (a parent directory is not traversable); choose one it can "
+                f"reach with --data or CODEDESK_DATA, e.g. /srv/codedesk or /tmp/codedesk"
+            )
+
+    def _prepare_viewer_web(self) -> None:
+        web = self.run_dir / "viewer"
+        web.mkdir()
+        for name in ("core", "vendor"):
+            (web / name).symlink_to(NOVNC_DIR / name)
+        for f in (image_dir() / "viewer").iterdir():
+            shutil.copyfile(f, web / f.name)
+        tokens = self.run_dir / "viewer-tokens"
+        tokens.write_text(
+            f"{self.secret}: 127.0.0.1:{self.ports['vnc']}\n"
+            f"{self.secret}.resize: 127.0.0.1:{self.ports['resize']}\n"
+        )
+        tokens.chmod(0o600)
+        if self.user.switch:
+            for p in (web, tokens):
+                os.chown(p, self.user.uid, self.user.gid)
+
+    def browser_argv(self, startup_window: bool = False) -> list[str]:
+        """Chromium in the session's profile with its DevTools endpoint on loopback."""
+        argv = [
+            CHROMIUM,
+            f"--user-data-dir={self.layout.chrome}",
+            f"--remote-debugging-port={self.ports['devtools']}",
+            "--remote-debugging-address=127.0.0.1",
+            *CHROMIUM_FLAGS,
+        ]
+        if not startup_window:
+            argv.append("--no-startup-window")
+        return argv
+
+    def session_env(self) -> dict[str, str]:
+        home = str(self.layout.home)
+        return {
+            "DISPLAY": f":{self.display_num}",
+            "XAUTHORITY": str(self.xauthority),
+            "HOME": home,
+            "USER": self.user.name,
+            "LOGNAME": self.user.name,
+            "SHELL": "/bin/bash",
+            "PATH": f"{home}/.local/bin:/usr/local/bin:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "XDG_RUNTIME_DIR": str(self.run_dir),
+            "XDG_CURRENT_DESKTOP": "XFCE",
+            "XDG_SESSION_DESKTOP": "xfce",
+            "XDG_SESSION_TYPE": "x11",
+            "DESKTOP_SESSION": "xfce",
+            "DBUS_SESSION_BUS_ADDRESS": f"unix:path={self.run_dir}/bus",
+            "BROWSER": str(self.layout.browser_wrapper),
+            "NO_AT_BRIDGE": "1",
+            procs.MARKER: self.session_id,
+        }
+
+    # ----------------------------------------------------------------- parts
+    def _spawn(self, part: Part, pass_fds: tuple[int, ...] = ()) -> None:
+        logf = open(self.layout.logs / f"{part.name}.log", "ab")
+        self._logs.append(logf)
+        env = self.env or {procs.MARKER: self.session_id, "PATH": "/usr/bin:/bin",
+                           "HOME": str(self.layout.home), "XDG_RUNTIME_DIR": str(self.run_dir)}
+        part.proc = subprocess.Popen(
+            part.argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+            env=env, cwd=self.layout.home, start_new_session=True, pass_fds=pass_fds,
+            **self.user.popen_kwargs(),
+        )
+        log.info("started %s pid %s", part.name, part.proc.pid)
+
+    def _xvfb_argv(self, *display: str) -> list[str]:
+        w, h = MAX_SIZE  # the framebuffer holds the largest size; RandR picks the visible one
+        return ["Xvfb", *display, "-screen", "0", f"{w}x{h}x24", "-nolisten", "tcp",
+                "-auth", str(self.xauthority), "-dpi", "96", "-noreset", "+extension", "RANDR"]
+
+    def start_xvfb(self) -> None:
+        if self.display_num is None:
+            r, w = os.pipe()
+            # -displayfd: Xvfb takes the first free display number itself and tells us which.
+            part = Part("xvfb", self._xvfb_argv("-displayfd", str(w)), needs_x=False)
+            self.parts["xvfb"] = part
+            try:
+                self._spawn(part, pass_fds=(w,))
+            finally:
+                os.close(w)
+            try:
+                data = _read_line(r, READY_TIMEOUT)
+            finally:
+                os.close(r)
+            if not data.strip().isdigit():
+                raise DesktopError(f"Xvfb did not start (see {self.layout.logs / 'xvfb.log'})")
+            self.display_num = int(data.strip())
+            self._write_xauthority()
+            part.argv = self._xvfb_argv(f":{self.display_num}")
+        else:
+            self._spawn(self.parts["xvfb"])
+        self.env = self.session_env()
+        self._connect_screen()
+
+    def _connect_screen(self) -> None:
+        os.environ["XAUTHORITY"] = str(self.xauthority)
+        deadline = time.monotonic() + READY_TIMEOUT
+        while True:
+            try:
+                if self.sizer:
+                    self.sizer.close()
+                self.sizer = ScreenSizer(f":{self.display_num}")
+                break
+            except Exception as exc:
+                if time.monotonic() > deadline or not self.parts["xvfb"].running():
+                    raise DesktopError(f"cannot connect to Xvfb on :{self.display_num}: {exc}") from exc
+                time.sleep(0.05)
+        self.size = self.sizer.set_size(*self.size)
+
+    def start_dbus(self) -> None:
+        r, w = os.pipe()
+        part = self.parts.get("dbus") or Part("dbus", [], needs_x=False)
+        part.argv = ["dbus-daemon", "--session", "--nofork", "--nopidfile", "--nosyslog",
+                     f"--address=unix:path={self.run_dir}/bus", f"--print-address={w}"]
+        self.parts["dbus"] = part
+        try:
+            self._spawn(part, pass_fds=(w,))
+        finally:
+            os.close(w)
+        try:
+            data = _read_line(r, READY_TIMEOUT)
+        finally:
+            os.close(r)
+        if not data.strip():
+            raise DesktopError(f"dbus-daemon did not start (see {self.layout.logs / 'dbus.log'})")
+
+    def define_parts(self) -> None:
+        vnc = ["x11vnc", "-display", f":{self.display_num}", "-auth", str(self.xauthority),
+               "-rfbport", str(self.ports["vnc"]), "-localhost", "-rfbportv6", "-1",
+               "-forever", "-shared", "-nopw", "-xrandr", "newfbsize", "-noxdamage",
+               "-quiet", "-nowf", "-ncache", "0"]
+        if self.opts.view_only:
+            vnc.append("-viewonly")
+        web = ["websockify", "--web", str(self.run_dir / "viewer"),
+               "--token-plugin", "TokenFile", "--token-source", str(self.run_dir / "viewer-tokens"),
+               f"{self.opts.viewer_host}:{self.ports['viewer']}"]
+        for part in (
+            Part("xfsettingsd", ["xfsettingsd", "--no-daemon", "--replace"]),
+            Part("xfwm4", ["xfwm4", "--compositor=off", "--replace"]),
+            Part("xfce4-panel", ["xfce4-panel", "--disable-wm-check"]),
+            Part("xfdesktop", ["xfdesktop", "--disable-wm-check"]),
+            Part("chromium", self.browser_argv(), restart=False),
+            Part("x11vnc", vnc),
+            Part("websockify", web, needs_x=False),
+        ):
+            self.parts[part.name] = part
+
+    async def _ready(self, name: str) -> bool:
+        s = self.sizer
+        if name == "xfwm4":
+            return s.has_window_manager()
+        if name == "xfsettingsd":
+            return s.selection_owned("_XSETTINGS_S0")
+        if name == "xfce4-panel":
+            return "Xfce4-panel" in s.window_classes()
+        if name == "xfdesktop":
+            return "Xfdesktop" in s.window_classes()
+        if name == "chromium":
+            return await procs.http_ok("127.0.0.1", self.ports["devtools"], "/json/version")
+        if name == "x11vnc":
+            return await procs.rfb_ok("127.0.0.1", self.ports["vnc"])
+        if name == "websockify":
+            host = "127.0.0.1" if self.opts.viewer_host in ("0.0.0.0", "") else self.opts.viewer_host
+            return await procs.http_ok(host, self.ports["viewer"], "/viewer.html")
+        return True
+
+    async def wait_ready(self, part: Part) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT
+        while True:
+            if not part.running():
+                raise DesktopError(
+                    f"{part.name} exited during start (see {self.layout.logs / (part.name + '.log')})"
+                )
+            try:
+                if await self._ready(part.name):
+                    log.info("%s ready", part.name)
+                    return
+            except Exception:  # not answering yet
+                pass
+            if time.monotonic() > deadline:
+                raise DesktopError(f"{part.name} did not become ready within {READY_TIMEOUT:.0f} s "
+                                   f"(see {self.layout.logs / (part.name + '.log')})")
+            await asyncio.sleep(0.03)
+
+    # ----------------------------------------------------------------- run
+    async def start(self) -> None:
+        self.prepare()
+        self.start_xvfb()
+        self.start_dbus()
+        self.define_parts()
+        # Chromium is the slowest to answer and needs no window manager (it opens no window),
+        # so it starts first; the rest of XFCE follows once the window manager has taken over.
+        for name in ("chromium", "xfwm4", "x11vnc", "websockify"):
+            self._spawn(self.parts[name])
+        self._resize_server = await asyncio.start_server(
+            self._serve_resize, "127.0.0.1", self.ports["resize"])
+        waits = [asyncio.ensure_future(self.wait_ready(self.parts[n]))
+                 for n in ("chromium", "x11vnc", "websockify")]
+        try:
+            await self.wait_ready(self.parts["xfwm4"])
+            for name in ("xfsettingsd", "xfce4-panel", "xfdesktop"):
+                self._spawn(self.parts[name])
+            waits += [asyncio.ensure_future(self.wait_ready(self.parts[n]))
+                      for n in ("xfsettingsd", "xfce4-panel", "xfdesktop")]
+            await asyncio.gather(*waits)
+        finally:
+            for w in waits:
+                w.cancel()
+        write_session(self.session_info())
+        self.write_state()
+
+    def session_info(self) -> SessionInfo:
+        host = "127.0.0.1" if self.opts.viewer_host in ("0.0.0.0", "") else self.opts.viewer_host
+        return SessionInfo(
+            data_dir=self.layout.data,
+            display=f":{self.display_num}",
+            env=self.env,
+            devtools_url=f"http://127.0.0.1:{self.ports['devtools']}",
+            chromium_command=self.browser_argv(),
+            user=self.user.name,
+            uid=self.user.uid,
+            gid=self.user.gid,
+            home=self.layout.home,
+            viewer_url=f"http://{host}:{self.ports['viewer']}/viewer.html?token={self.secret}",
+            viewer_secret=self.secret,
+            extra={"session_id": self.session_id, "browser_wrapper": str(self.layout.browser_wrapper),
+                   "view_only": self.opts.view_only},
+        )
+
+    def write_state(self) -> None:
+        state = {
+            "supervisor_pid": os.getpid(),
+            "session_id": self.session_id,
+            "display": f":{self.display_num}",
+            "xauthority": str(self.xauthority),
+            "run_dir": str(self.run_dir),
+            "screen": {"width": self.size[0], "height": self.size[1]},
+            "ports": self.ports,
+            "viewer_host": self.opts.viewer_host,
+            "parts": {
+                p.name: {"pid": p.pid, "running": p.running(), "restarts": p.restarts,
+                         "supervised": p.restart, "given_up": p.given_up}
+                for p in self.parts.values()
+            },
+        }
+        tmp = self.layout.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2))
+        os.replace(tmp, self.layout.state_file)
+
+    async def watch(self) -> None:
+        """Restart crashed parts (Chromium excepted) until asked to stop."""
+        while not self.stopping:
+            await asyncio.sleep(0.25)
+            changed = False
+            xvfb = self.parts["xvfb"]
+            for part in list(self.parts.values()):
+                if self.stopping or part.running() or not part.restart or part.given_up:
+                    continue
+                if part.needs_x and not xvfb.running():
+                    continue
+                changed = True
+                now = time.monotonic()
+                part.crashes = [t for t in part.crashes if now - t < RESTART_WINDOW] + [now]
+                if len(part.crashes) > MAX_RESTARTS:
+                    log.error("%s crashed %d times in %.0f s; not restarting it",
+                              part.name, len(part.crashes), RESTART_WINDOW)
+                    part.given_up = True
+                    continue
+                log.warning("%s exited (%s); restarting", part.name, part.proc.returncode)
+                part.restarts += 1
+                try:
+                    await self._restart(part)
+                except Exception:
+                    log.exception("restarting %s failed", part.name)
+            if changed:
+                self.write_state()
+
+    async def _restart(self, part: Part) -> None:
+        if part.name == "xvfb":
+            procs.remove_stale_x_lock(self.display_num)
+            self._spawn(part)
+            await asyncio.to_thread(self._connect_screen)
+        elif part.name == "dbus":
+            await asyncio.to_thread(self.start_dbus)
+        else:
+            self._spawn(part)
+
+    async def _serve_resize(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Line protocol behind the viewer's `<secret>.resize` token: "WxH\\n" in, "WxH\\n" out."""
+        try:
+            while line := await reader.readline():
+                try:
+                    w, h = (int(v) for v in line.decode().strip().lower().split("x"))
+                except ValueError:
+                    writer.write(b"error: send WIDTHxHEIGHT\n")
+                    continue
+                if self.sizer is None:
+                    writer.write(b"error: no display\n")
+                    continue
+                try:
+                    self.size = self.sizer.set_size(w, h)
+                except Exception as exc:
+                    log.warning("resize to %sx%s failed: %s", w, h, exc)
+                    writer.write(f"error: {exc}\n".encode())
+                    continue
+                self.write_state()
+                writer.write(f"{self.size[0]}x{self.size[1]}\n".encode())
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    # ----------------------------------------------------------------- stop
+    def stop(self) -> None:
+        """Stop every part (reverse order), whatever else the session started, and clean up."""
+        self.stopping = True
+        if self._resize_server:
+            self._resize_server.close()
+        order = ["websockify", "x11vnc", "chromium", "xfdesktop", "xfce4-panel", "xfwm4",
+                 "xfsettingsd", "dbus", "xvfb"]
+        for name in order:
+            part = self.parts.get(name)
+            if part and part.proc:
+                procs.terminate(part.proc, grace=8.0 if name == "chromium" else 3.0)
+        # Programs opened from the desktop (terminals, editors, a restarted Chromium).
+        procs.kill_marked(self.session_id)
+        if self.sizer:
+            self.sizer.close()
+        if self.display_num is not None:
+            procs.remove_stale_x_lock(self.display_num)
+        for f in self._logs:
+            f.close()
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        for path in (self.layout.data / SESSION_FILE, self.layout.state_file):
+            path.unlink(missing_ok=True)
+
+
+def run(opts: Options, ready_fd: int | None) -> int:
+    """The supervisor's main: start, report readiness on `ready_fd`, watch until SIGTERM."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    sup = Supervisor(opts)
+
+    def report(msg: dict) -> None:
+        nonlocal ready_fd
+        if ready_fd is not None:
+            try:
+                os.write(ready_fd, (json.dumps(msg) + "\n").encode())
+                os.close(ready_fd)
+            except OSError:
+                pass
+            ready_fd = None
+
+    if not sup.acquire_lock():
+        report({"ok": False, "already_running": True})
+        return 0
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await sup.start()
+        except Exception as exc:
+            log.exception("session start failed")
+            sup.stop()
+            report({"ok": False, "error": str(exc)})
+            return 1
+        report({"ok": True})
+        watcher = asyncio.create_task(sup.watch())
+        await stop.wait()
+        sup.stopping = True
+        watcher.cancel()
+        try:
+            await watcher
+        except asyncio.CancelledError:
+            pass
+        sup.stop()
+        return 0
+
+    return asyncio.run(main())
