@@ -6,6 +6,7 @@ The sandbox knows nothing of MCP transports: a run is handed async callables (`c
 """
 
 from sandbox.js import JsEngine
+from sandbox.py import PyEngine, PySession
 from sandbox.result import (
     HEAP_MEMORY_MAX_MB_RANGE,
     MAX_ARTIFACT_BYTES_RANGE,
@@ -43,6 +44,8 @@ __all__ = [
     "LimitsError",
     "ListTools",
     "OnConsole",
+    "PyEngine",
+    "PySession",
     "PyLimits",
     "RunError",
     "RunResult",

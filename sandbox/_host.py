@@ -55,6 +55,12 @@ class ConsoleCapture:
             return
         self._keep(level, text)
 
+    def add_cut(self, cut_bytes: int, cut_lines: int) -> None:
+        """Count output the guest already dropped at the limit, for the marker."""
+        if cut_bytes > 0:
+            self._cut_bytes += int(cut_bytes)
+            self._cut_lines += int(cut_lines)
+
     def _keep(self, level: str, text: str) -> None:
         self._used += len(text.encode("utf-8", "replace")) + 1
         self._lines.append(ConsoleLine(level, text))
