@@ -205,14 +205,14 @@ class DisplayConnection:
     # -- windows (EWMH) -------------------------------------------------------------------
 
     def windows(self) -> list[Window]:
-        """The window manager's client list, oldest first; without one, the mapped top-level
-        windows that have a title."""
+        """The window manager's client list (EWMH), oldest first; with no EWMH window manager,
+        the mapped top-level windows that have a title."""
         ids = self._root_property("_NET_CLIENT_LIST", Xatom.WINDOW)
-        if ids is None:
+        if ids is None and not self._root_property("_NET_SUPPORTING_WM_CHECK", Xatom.WINDOW):
             ids = [child.id for child in self._call(self._root.query_tree).children]
             found = [w for w in (self._window(i) for i in ids) if w is not None]
             return [w for w in found if w.title]
-        return [w for w in (self._window(i) for i in ids) if w is not None]
+        return [w for w in (self._window(i) for i in ids or []) if w is not None]
 
     def active_window(self) -> Window | None:
         ids = self._root_property("_NET_ACTIVE_WINDOW", Xatom.WINDOW)
