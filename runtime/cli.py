@@ -97,6 +97,9 @@ def _load(config: str | None):  # noqa: ANN202 - keeps runtime.config import laz
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from runtime import engines
+
+    engines.prepare("js")  # compiles QuickJS while the MCP SDK imports
     import anyio
 
     servers = _load(args.config)

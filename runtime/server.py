@@ -23,7 +23,7 @@ import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.exceptions import MCPDeprecationWarning
 
-from . import descriptions
+from . import descriptions, engines
 from .arguments import ArgumentsError, RunJsArguments, RunPyArguments, input_schema, parse_arguments
 from .bridge import Bridge
 from .config import ServerConfig
@@ -49,17 +49,12 @@ CONSOLE_LOG_LEVELS: dict[str, types.LoggingLevel] = {
     "error": "error",
 }
 
-LANGUAGES = ("js", "py")
-
-
 class Runtime:
     """Engines, bridge and descriptions for one serving process. Use as an async context manager."""
 
     def __init__(self, servers: Mapping[str, ServerConfig]) -> None:
         self.servers = dict(servers)
         self.bridge = Bridge(self.servers, on_tools_changed=self._tools_changed)
-        self._engines: dict[str, Any] = {}
-        self._engine_locks = {language: anyio.Lock() for language in LANGUAGES}
         self._clients: dict[str, Any] = {}
         self._tools = self._describe()
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -128,19 +123,8 @@ class Runtime:
     # -- engines ------------------------------------------------------------------------------
 
     async def engine(self, language: str) -> Any:
-        """The process's engine for `language` ("js" or "py"), created on first use."""
-        engine = self._engines.get(language)
-        if engine is not None:
-            return engine
-        async with self._engine_locks[language]:
-            if language not in self._engines:
-                self._engines[language] = await anyio.to_thread.run_sync(_make_engine, language)
-        return self._engines[language]
-
-    def warm(self, language: str) -> None:
-        """Start creating an engine in the background (serving does this for run_js at start)."""
-        if self._task_group is not None:
-            self._task_group.start_soon(self.engine, language)
+        """The process's engine for `language` ("js" or "py"), created once."""
+        return await engines.engine(language)
 
     # -- runs ---------------------------------------------------------------------------------
 
@@ -174,12 +158,6 @@ class Runtime:
         if backstop.cancelled_caught:
             return error_result(f"Error: timeout error: the run exceeded timeout_seconds={limits.timeout_seconds:g}")
         return to_call_tool_result(result)
-
-
-def _make_engine(language: str) -> Any:
-    import sandbox
-
-    return sandbox.JsEngine() if language == "js" else sandbox.PyEngine()
 
 
 def _limits(language: str, args: Any) -> Any:
@@ -303,7 +281,6 @@ async def serve_stdio(servers: Mapping[str, ServerConfig]) -> None:
     from mcp.server.stdio import stdio_server
 
     async with Runtime(servers) as runtime:
-        runtime.warm("js")
         server = build_server(runtime)
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, initialization_options(server))
@@ -332,7 +309,6 @@ async def serve_http(servers: Mapping[str, ServerConfig], host: str, port: int, 
         raise
     bound_port = sock.getsockname()[1]
     async with Runtime(servers) as runtime:
-        runtime.warm("js")
         server = build_server(runtime)
         app = BearerTokenGuard(server.streamable_http_app(host=host), token)
         url_host = f"[{host}]" if ":" in host else host

@@ -1,0 +1,48 @@
+"""The process's sandbox engines, each created once, in a background thread.
+
+Creating the JavaScript engine compiles QuickJS's wasm (most of a cold start), so `codedesk
+serve` begins it before importing the MCP SDK and the two overlap. The first run waits for
+whatever is left.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from typing import Any
+
+import anyio
+
+_engines: dict[str, Future[Any]] = {}
+_lock = threading.Lock()
+
+
+def _create(language: str) -> Any:
+    import sandbox
+
+    return sandbox.JsEngine() if language == "js" else sandbox.PyEngine()
+
+
+def prepare(language: str) -> Future[Any]:
+    """Start creating the engine for `language` ("js" or "py") unless already started."""
+    with _lock:
+        future = _engines.get(language)
+        if future is None:
+            future = _engines[language] = Future()
+
+            def work() -> None:
+                try:
+                    future.set_result(_create(language))
+                except BaseException as exc:  # handed to whoever awaits the engine
+                    future.set_exception(exc)
+
+            threading.Thread(target=work, name=f"codedesk-{language}-engine", daemon=True).start()
+        return future
+
+
+async def engine(language: str) -> Any:
+    """The engine for `language`, waiting for its creation without blocking the event loop."""
+    future = prepare(language)
+    if future.done():
+        return future.result()
+    return await anyio.to_thread.run_sync(future.result)
