@@ -1,0 +1,100 @@
+"""Sandbox fixtures: one engine of each kind for the whole session, and a small in-process
+tool host (the `call_tool` / `list_tools` callables the runtime hands a run)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from sandbox import JsEngine, PyEngine
+
+# A 1x1 transparent PNG.
+PNG_1PX = base64.b64encode(
+    bytes.fromhex(
+        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+        "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+    )
+).decode()
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    # quickjs-rs drives its promises with asyncio.
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def js_engine() -> Iterator[JsEngine]:
+    with JsEngine() as engine:
+        yield engine
+
+
+@pytest.fixture(scope="session")
+def py_engine() -> Iterator[PyEngine]:
+    with PyEngine() as engine:
+        yield engine
+
+
+@dataclass
+class ToolHost:
+    """Tools of a pretend capability server `t`: echo, delay, image, error (an isError result),
+    hang (sleeps until cancelled, and records the cancellation). Any other server fails as the
+    bridge would."""
+
+    calls: list[tuple[str, str, dict]] = field(default_factory=list)
+    in_flight: int = 0
+    max_in_flight: int = 0
+    cancelled: list[str] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)
+
+    async def call_tool(self, server: str, tool: str, args: dict) -> dict:
+        self.calls.append((server, tool, args))
+        if server != "t":
+            raise LookupError(f"unknown server {server!r}; connected servers: t")
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if tool == "echo":
+                await asyncio.sleep(0)
+                return {"content": [{"type": "text", "text": json.dumps(args)}]}
+            if tool == "delay":
+                await asyncio.sleep(args.get("seconds", 0.1))
+                return {"content": [{"type": "text", "text": "done"}]}
+            if tool == "image":
+                return {"content": [{"type": "text", "text": "{}"},
+                                    {"type": "image", "data": PNG_1PX, "mimeType": "image/png"}]}
+            if tool == "error":
+                return {"content": [{"type": "text", "text": "it failed"}], "isError": True}
+            if tool == "hang":
+                try:
+                    await asyncio.sleep(3600)
+                except asyncio.CancelledError:
+                    self.cancelled.append(args.get("tag", ""))
+                    raise
+                self.finished.append(args.get("tag", ""))
+                return {"content": []}
+            raise LookupError(f"unknown tool t.{tool}; tools: echo, delay, image, error, hang")
+        finally:
+            self.in_flight -= 1
+
+    async def list_tools(self, server: str | None) -> dict:
+        tools = [{"name": name, "description": f"{name} tool",
+                  "inputSchema": {"type": "object"}}
+                 for name in ("echo", "delay", "image", "error", "hang")]
+        if server not in (None, "t"):
+            raise LookupError(f"unknown server {server!r}; connected servers: t")
+        return {"t": tools}
+
+    def kwargs(self) -> dict[str, Any]:
+        return {"call_tool": self.call_tool, "list_tools": self.list_tools}
+
+
+@pytest.fixture
+def tools() -> ToolHost:
+    return ToolHost()

@@ -1,0 +1,417 @@
+"""run_js's engine: the guest API, isolation, errors placed in the user's code, and limits."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from sandbox import JsEngine, JsLimits, LimitsError
+
+from .conftest import PNG_1PX, ToolHost
+
+pytestmark = pytest.mark.anyio
+
+
+async def run(engine: JsEngine, tools: ToolHost, code: str, **limits):
+    return await engine.run(code, **tools.kwargs(), limits=JsLimits(**limits))
+
+
+# ---- values and the guest API ----
+
+
+async def test_last_expression_value_is_returned(js_engine, tools):
+    """The script's answer is the value of its last expression, as JSON data."""
+    result = await run(js_engine, tools, "const xs = [1, 2, 3];\n({sum: xs.reduce((a, b) => a + b), xs})")
+    assert result.status == "ok"
+    assert result.value == {"sum": 6, "xs": [1, 2, 3]}
+
+
+async def test_top_level_await(js_engine, tools):
+    """Scripts await at top level without wrapping themselves in a function."""
+    result = await run(js_engine, tools, "const v = await Promise.resolve(41);\nv + 1")
+    assert result.value == 42
+
+
+async def test_call_tool_returns_plain_call_tool_result(js_engine, tools):
+    """`JSON.parse((await mcp.callTool(...)).content[0].text)` works as documented."""
+    result = await run(
+        js_engine, tools,
+        'const r = await mcp.callTool("t", "echo", {a: 1, b: [true, null]});\n'
+        "JSON.parse(r.content[0].text)",
+    )
+    assert result.value == {"a": 1, "b": [True, None]}
+    assert tools.calls == [("t", "echo", {"a": 1, "b": [True, None]})]
+    assert result.tool_calls == 1
+
+
+async def test_tool_is_error_result_is_returned_not_thrown(js_engine, tools):
+    """A capability's own failure is data the script can inspect, not an exception."""
+    result = await run(js_engine, tools, 'const r = await mcp.callTool("t", "error", {});\n[r.isError, r.content[0].text]')
+    assert result.status == "ok"
+    assert result.value == [True, "it failed"]
+
+
+async def test_bridge_failure_throws_catchable_error_with_message(js_engine, tools):
+    """A failure of the bridge itself reaches the script as an Error carrying the reason."""
+    result = await run(
+        js_engine, tools,
+        'try { await mcp.callTool("nope", "x", {}) } catch (e) { [e instanceof Error, e.message] }',
+    )
+    assert result.value == [True, "unknown server 'nope'; connected servers: t"]
+
+
+async def test_uncaught_bridge_failure_is_a_bridge_error_at_the_call_line(js_engine, tools):
+    """An uncaught bridge failure is classified and placed at the user's call."""
+    result = await run(js_engine, tools, 'const a = 1;\n\n  await mcp.callTool("nope", "x", {});')
+    assert result.status == "error"
+    assert result.error.kind == "bridge"
+    assert "unknown server 'nope'" in result.error.message
+    assert result.error.line == 3
+
+
+async def test_promise_all_runs_calls_concurrently(js_engine, tools):
+    """100 calls in Promise.all are all in flight at once on the host."""
+    started = time.monotonic()
+    result = await run(
+        js_engine, tools,
+        "const rs = await Promise.all(Array.from({length: 100}, (_, i) =>"
+        ' mcp.callTool("t", "delay", {seconds: 0.3})));\nrs.length',
+    )
+    assert result.value == 100
+    assert tools.max_in_flight == 100
+    assert time.monotonic() - started < 10  # far less than 100 x 0.3 s in series
+    assert result.tool_calls == 100
+
+
+async def test_list_tools_all_servers_and_one(js_engine, tools):
+    """mcp.listTools() lists every server's tools with their schemas; a name narrows it."""
+    result = await run(
+        js_engine, tools,
+        "const all = await mcp.listTools();\nconst one = await mcp.listTools('t');\n"
+        "[Object.keys(all), one.t.map(t => t.name), one.t[0].inputSchema]",
+    )
+    assert result.value == [["t"], ["echo", "delay", "image", "error", "hang"], {"type": "object"}]
+
+
+async def test_console_levels_are_captured_in_order(js_engine, tools):
+    """console.log/info/warn/error/debug come back in order, each with its level."""
+    seen: list[tuple[str, str]] = []
+    result = await js_engine.run(
+        'console.log("a", 1, {x: [1]});\nconsole.info("b");\nawait mcp.callTool("t", "echo", {});\n'
+        'console.warn("c");\nconsole.error(new Error("d").message);\nconsole.debug(null, undefined);',
+        **tools.kwargs(),
+        on_console=lambda level, text: seen.append((level, text)),
+    )
+    expected = [("log", 'a 1 {"x":[1]}'), ("info", "b"), ("warn", "c"), ("error", "d"),
+                ("debug", "null undefined")]
+    assert [tuple(line) for line in result.console] == expected
+    assert seen == expected
+
+
+async def test_on_console_streams_lines_while_the_run_goes(js_engine, tools):
+    """Console lines reach the listener as produced, before the run's later tool calls end."""
+    seen_when_call_started: list[list[str]] = []
+    seen: list[str] = []
+
+    async def call_tool(server, tool, args):
+        seen_when_call_started.append(list(seen))
+        return {"content": []}
+
+    await js_engine.run(
+        'console.log("before");\nawait mcp.callTool("t", "x", {});',
+        call_tool=call_tool, list_tools=tools.list_tools,
+        on_console=lambda level, text: seen.append(text),
+    )
+    assert seen_when_call_started == [["before"]]
+
+
+async def test_artifact_attaches_image_blocks_and_text(js_engine, tools):
+    """artifact() takes a screenshot's image block as is, a built image block, or text."""
+    result = await run(
+        js_engine, tools,
+        'const shot = await mcp.callTool("t", "image", {});\nartifact(shot.content[1]);\n'
+        f'artifact({{type: "image", data: "{PNG_1PX}", mimeType: "image/png"}});\n'
+        'artifact("a note");\n"done"',
+    )
+    assert result.artifacts == [
+        {"type": "image", "data": PNG_1PX, "mimeType": "image/png"},
+        {"type": "image", "data": PNG_1PX, "mimeType": "image/png"},
+        {"type": "text", "text": "a note"},
+    ]
+
+
+async def test_artifact_refuses_what_is_not_a_block(js_engine, tools):
+    """A malformed artifact is refused with a message saying what is accepted."""
+    result = await run(js_engine, tools, 'try { artifact({type: "image", data: "%%%"}) } catch (e) { e.message }')
+    assert "image needs" in result.value
+    assert result.artifacts == []
+
+
+async def test_set_timeout_and_clear_timeout(js_engine, tools):
+    """setTimeout fires after its delay; a cleared one never fires."""
+    result = await run(
+        js_engine, tools,
+        "const order = [];\nconst t = setTimeout(() => order.push('cleared'), 10);\nclearTimeout(t);\n"
+        "setTimeout(() => order.push('late'), 60);\nsetTimeout(() => order.push('early'), 10);\n"
+        "await new Promise(r => setTimeout(r, 150));\norder",
+    )
+    assert result.value == ["early", "late"]
+
+
+async def test_set_interval_and_clear_interval(js_engine, tools):
+    """setInterval repeats until clearInterval."""
+    result = await run(
+        js_engine, tools,
+        "let n = 0;\nawait new Promise(done => { const i = setInterval(() => { if (++n === 3) "
+        "{ clearInterval(i); done(); } }, 5); });\nn",
+    )
+    assert result.value == 3
+
+
+async def test_run_waits_for_pending_timers_and_calls(js_engine, tools):
+    """Work a script starts without awaiting still finishes before the result, as in Node."""
+    result = await run(
+        js_engine, tools,
+        "setTimeout(() => console.log('timer'), 20);\n"
+        "mcp.callTool('t', 'echo', {}).then(() => console.log('call'));\n'top'",
+    )
+    assert result.value == "top"
+    assert sorted(line.text for line in result.console) == ["call", "timer"]
+
+
+async def test_json_textencoder_atob_btoa_work(js_engine, tools):
+    """The everyday globals the contract promises are present and correct."""
+    result = await run(
+        js_engine, tools,
+        "const bytes = new TextEncoder().encode('héllo €😀');\n"
+        "[Array.from(bytes.slice(0, 3)), new TextDecoder().decode(bytes), btoa('hi'), atob('aGk='),"
+        " JSON.stringify({a: 1})]",
+    )
+    assert result.value == [[104, 195, 169], "héllo €😀", "aGk=", "hi", '{"a":1}']
+
+
+async def test_no_fetch_or_require_in_sandbox(js_engine, tools):
+    """Nothing but mcp.callTool reaches out: no fetch, require, process, std/os, sockets."""
+    result = await run(
+        js_engine, tools,
+        "const names = ['fetch', 'require', 'process', 'Deno', 'Bun', 'std', 'os', "
+        "'XMLHttpRequest', 'WebSocket', 'importScripts'];\n"
+        "const present = names.filter(n => typeof globalThis[n] !== 'undefined');\n"
+        "let imported;\ntry { await import('os'); imported = true } catch (e) { imported = false }\n"
+        "[present, imported]",
+    )
+    assert result.value == [[], False]
+
+
+async def test_host_functions_are_not_reachable_from_the_script(js_engine, tools):
+    """The raw host hooks behind the API are hidden from user code."""
+    result = await run(
+        js_engine, tools, "Object.getOwnPropertyNames(globalThis).filter(n => n.startsWith('__host'))"
+    )
+    assert result.value == []
+
+
+async def test_non_serialisable_value_is_described(js_engine, tools):
+    """A function or a cyclic object as the last value is described, not a crash."""
+    fn = await run(js_engine, tools, "(function named() {})")
+    cyclic = await run(js_engine, tools, "const o = {a: 1}; o.self = o; o")
+    big = await run(js_engine, tools, "10n ** 30n")
+    assert fn.status == "ok" and fn.value == "[Function: named]"
+    assert cyclic.value == {"a": 1, "self": "[Circular]"}
+    assert big.value == "1000000000000000000000000000000n"
+
+
+async def test_undefined_value_is_none(js_engine, tools):
+    """A script ending in a statement returns no value."""
+    result = await run(js_engine, tools, "let x = 1;")
+    assert result.status == "ok" and result.value is None
+
+
+# ---- isolation ----
+
+
+async def test_each_run_gets_a_fresh_context(js_engine, tools):
+    """Globals set by one run are gone in the next."""
+    await run(js_engine, tools, "globalThis.leak = 1; var leak2 = 2; Array.prototype.evil = 3;")
+    result = await run(js_engine, tools, "[typeof leak, typeof leak2, [].evil]")
+    assert result.value == ["undefined", "undefined", None]
+
+
+async def test_concurrent_runs_do_not_interfere(js_engine, tools):
+    """Runs overlapping on one event loop keep their own console, values and calls."""
+    codes = [
+        f'console.log("run {i}");\nawait mcp.callTool("t", "delay", {{seconds: 0.05}});\n{i}'
+        for i in range(5)
+    ]
+    results = await asyncio.gather(*(run(js_engine, tools, c) for c in codes))
+    assert [r.value for r in results] == list(range(5))
+    assert [[line.text for line in r.console] for r in results] == [[f"run {i}"] for i in range(5)]
+
+
+# ---- errors in the user's own code ----
+
+
+async def test_syntax_error_reports_user_line_and_column(js_engine, tools):
+    """A syntax error names its line in the script as written."""
+    result = await run(js_engine, tools, "const a = 1;\nconst b = 2;\nlet c = (;")
+    assert result.status == "error"
+    assert result.error.kind == "syntax"
+    assert result.error.line == 3
+    assert result.error.column is not None
+    assert "SyntaxError" in result.error.message
+
+
+async def test_thrown_error_reports_user_line_and_column(js_engine, tools):
+    """An uncaught throw names the line and column of the throw, with its stack."""
+    result = await run(
+        js_engine, tools,
+        "function inner() {\n  throw new TypeError('bad input');\n}\nawait null;\ninner();",
+    )
+    assert result.error.kind == "thrown"
+    assert result.error.message == "TypeError: bad input"
+    # QuickJS places a `new X(...)` throw at the constructor's name
+    assert (result.error.line, result.error.column) == (2, 13)
+    assert "inner" in result.error.traceback
+    assert "<input>" not in result.error.traceback
+
+
+async def test_console_output_before_a_failure_is_kept(js_engine, tools):
+    """What the script printed before failing comes back with the error."""
+    result = await run(js_engine, tools, "console.log('step 1');\nnull.x;")
+    assert result.status == "error"
+    assert [line.text for line in result.console] == ["step 1"]
+    assert result.error.line == 2
+
+
+async def test_uncaught_error_in_timer_fails_the_run(js_engine, tools):
+    """An exception thrown in a timer callback is not lost."""
+    result = await run(js_engine, tools, "setTimeout(() => {\n  throw new Error('in timer');\n}, 1);\n'x'")
+    assert result.status == "error"
+    assert result.error.message == "Error: in timer"
+    assert result.error.line == 2
+
+
+async def test_promise_that_never_settles_is_an_error(js_engine, tools):
+    """Awaiting a promise nothing can settle ends at once with a clear error, not a hang."""
+    result = await run(js_engine, tools, "await new Promise(() => {});")
+    assert result.status == "error"
+    assert "never settle" in result.error.message
+
+
+# ---- limits ----
+
+
+async def test_timeout_stops_a_busy_loop(js_engine, tools):
+    """A script that never yields is stopped at its timeout."""
+    started = time.monotonic()
+    result = await run(js_engine, tools, "while (true) {}", timeout_seconds=0.5)
+    assert result.error.kind == "timeout"
+    assert "timeout_seconds=0.5" in result.error.message
+    assert time.monotonic() - started < 10
+
+
+async def test_timeout_cancels_inflight_tool_calls(js_engine, tools):
+    """When a run times out, the calls it still awaits are cancelled before run() returns."""
+    result = await run(
+        js_engine, tools,
+        "console.log('started');\nawait Promise.all([mcp.callTool('t', 'hang', {tag: 'a'}),"
+        " mcp.callTool('t', 'hang', {tag: 'b'})]);",
+        timeout_seconds=0.5,
+    )
+    assert result.error.kind == "timeout"
+    assert sorted(tools.cancelled) == ["a", "b"]
+    assert tools.finished == []
+    assert [line.text for line in result.console] == ["started"]
+
+
+async def test_timeout_counts_wall_time_spent_waiting(js_engine, tools):
+    """Time spent awaiting timers counts against the timeout, not only JS execution."""
+    result = await run(js_engine, tools, "await new Promise(r => setTimeout(r, 5000));", timeout_seconds=0.3)
+    assert result.error.kind == "timeout"
+
+
+async def test_heap_limit_error_leaves_engine_usable(js_engine, tools):
+    """Exhausting the JS heap ends that run with a memory error; the next run works."""
+    result = await run(
+        js_engine, tools, "const a = [];\nwhile (true) a.push(new Array(100000).fill(1));",
+        heap_memory_max_mb=8,
+    )
+    assert result.error.kind == "memory"
+    assert "heap_memory_max_mb=8" in result.error.message
+    again = await run(js_engine, tools, "1 + 1")
+    assert again.value == 2
+
+
+async def test_output_cap_truncates_with_marker(js_engine, tools):
+    """Console output past max_output_bytes is cut, and a marker says how much."""
+    result = await run(
+        js_engine, tools, "for (let i = 0; i < 1000; i++) console.log('line ' + i);\n'end'",
+        max_output_bytes=100,
+    )
+    assert result.status == "ok" and result.value == "end"
+    texts = [line.text for line in result.console]
+    assert texts[0] == "line 0"
+    assert sum(len(t) + 1 for t in texts[:-1]) <= 100
+    assert "output truncated" in texts[-1] and "max_output_bytes=100" in texts[-1]
+    cut = int(texts[-1].split(": ")[1].split(" ")[0])
+    total = sum(len(f"line {i}") + 1 for i in range(1000))
+    assert cut == total - sum(len(t) + 1 for t in texts[:-1])
+
+
+async def test_returned_value_over_output_limit_is_an_output_error(js_engine, tools):
+    """A value too large to return is refused with advice, not silently cut."""
+    result = await run(js_engine, tools, "'x'.repeat(5000)", max_output_bytes=1000)
+    assert result.error.kind == "output"
+    assert "max_output_bytes=1000" in result.error.message
+
+
+async def test_artifact_count_limit(js_engine, tools):
+    """Attaching more than max_artifacts is refused; the ones before it are kept."""
+    result = await run(js_engine, tools, "for (let i = 0; i < 5; i++) artifact('note ' + i);", max_artifacts=3)
+    assert result.error.kind == "output"
+    assert "max_artifacts" in result.error.message
+    assert [a["text"] for a in result.artifacts] == ["note 0", "note 1", "note 2"]
+
+
+async def test_artifact_bytes_limit(js_engine, tools):
+    """Artifacts whose total size passes max_artifact_bytes are refused."""
+    result = await run(
+        js_engine, tools,
+        "artifact('a'.repeat(600));\ntry { artifact('b'.repeat(600)) } catch (e) { e.message }",
+        max_artifact_bytes=1000,
+    )
+    assert "max_artifact_bytes=1000" in result.value
+    assert len(result.artifacts) == 1
+
+
+async def test_tool_call_budget(js_engine, tools):
+    """Calls past max_tool_calls fail without reaching the host."""
+    result = await run(
+        js_engine, tools,
+        "for (let i = 0; i < 5; i++) {\n  await mcp.callTool('t', 'echo', {i});\n}",
+        max_tool_calls=3,
+    )
+    assert result.error.kind == "call_budget"
+    assert result.error.line == 2
+    assert len(tools.calls) == 3
+    assert result.tool_calls == 3
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("timeout_seconds", 601, "between 0.001 and 600.0"),
+        ("timeout_seconds", 0, "between 0.001 and 600.0"),
+        ("heap_memory_max_mb", 2048, "between 1 and 1024"),
+        ("heap_memory_max_mb", 1.5, "whole number"),
+        ("max_tool_calls", -1, "between 0 and 100000"),
+        ("max_output_bytes", "big", "whole number"),
+    ],
+)
+async def test_limits_validation_names_field_and_range(field, value, words):
+    """Out-of-range or mistyped limits are refused with the field and its range."""
+    with pytest.raises(LimitsError) as raised:
+        JsLimits(**{field: value})
+    assert field in str(raised.value) and words in str(raised.value)
