@@ -34,6 +34,10 @@ MAX_MATCHES = 1000
 MAX_LINE_CHARS = 2000
 # A "line" longer than this is searched in pieces, so one huge line cannot fill memory.
 MAX_LINE_BYTES = 1 << 16
+SEARCH_BLOCK_BYTES = 1 << 20
+# Patterns whose match in a line might not be a match in the block around it (anchors at the
+# string's ends, lookarounds that could see a neighbouring line): searched line by line only.
+_UNSAFE_FOR_BLOCKS = re.compile(r"\\[AZ]|\(\?<?[!=]")
 
 RUNNING = "running"
 
@@ -215,32 +219,48 @@ class LogStore:
     def search(self, command_id: str, pattern: str) -> tuple[list[LogMatch], bool]:
         """Lines of the log matching `pattern`, with the byte offset each starts at.
 
-        Reads the log line by line (never whole) up to its size when the search began.
-        Returns the first MAX_MATCHES matches and whether there were more.
+        Reads the log in blocks (never whole) up to its size when the search began; a line
+        longer than MAX_LINE_BYTES is searched in pieces. Returns the first MAX_MATCHES
+        matches and whether there were more.
         """
         regex = re.compile(pattern)
+        # Most blocks hold no match at all: one C-speed search over the block rules it out.
+        # Only safe when a match in a line is also a match in the block around it.
+        prefilter = None if _UNSAFE_FOR_BLOCKS.search(pattern) else re.compile(pattern, re.MULTILINE)
         matches: list[LogMatch] = []
-        path = self.log_path(command_id)
         try:
-            log = open(path, "rb")
+            log = open(self.log_path(command_id), "rb")
         except FileNotFoundError:
             raise UnknownCommand(f"the log of {command_id} is gone (logs are kept for 7 days)") from None
         with log:
-            end = os.fstat(log.fileno()).st_size
-            offset = 0
-            while offset < end:
-                raw = log.readline(min(MAX_LINE_BYTES, end - offset))
-                if not raw:
-                    break
-                text = raw.decode("utf-8", "replace")
-                if text.endswith("\n"):
-                    text = text[:-1]
-                if regex.search(text):
-                    if len(matches) == MAX_MATCHES:
-                        return matches, True
-                    matches.append(LogMatch(line=text[:MAX_LINE_CHARS], offset=offset))
-                offset += len(raw)
-        return matches, False
+            remaining = os.fstat(log.fileno()).st_size
+            start, pending = 0, b""  # `pending` starts at log offset `start`
+            while True:
+                data = log.read(min(SEARCH_BLOCK_BYTES, remaining)) if remaining else b""
+                remaining -= len(data)
+                pending += data
+                last = remaining <= 0 or not data
+                cut = len(pending) if last else pending.rfind(b"\n") + 1
+                if cut == 0 and not last:
+                    if len(pending) < MAX_LINE_BYTES:
+                        continue
+                    cut = len(pending)
+                block, pending = pending[:cut], pending[cut:]
+                if block and (prefilter is None or prefilter.search(block.decode("utf-8", "replace"))):
+                    offset = start
+                    lines = block.split(b"\n")
+                    if block.endswith(b"\n"):
+                        lines.pop()  # the empty "line" after the final line break is no line
+                    for raw in lines:
+                        text = raw.decode("utf-8", "replace")
+                        if regex.search(text):
+                            if len(matches) == MAX_MATCHES:
+                                return matches, True
+                            matches.append(LogMatch(line=text[:MAX_LINE_CHARS], offset=offset))
+                        offset += len(raw) + 1
+                start += len(block)
+                if last:
+                    return matches, False
 
     # -- retention -------------------------------------------------------------------------
 
