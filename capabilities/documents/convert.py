@@ -36,7 +36,8 @@ INSTALL_HINT = (
     f"set {SOFFICE_ENV} to the soffice program"
 )
 
-# LibreOffice's --convert-to filter for each target (CSV: comma, double quote, UTF-8, first line).
+# LibreOffice's --convert-to filter for each target. CSV: comma, double quote, UTF-8, from the
+# first line, text quoted only when needed, cells as shown.
 FILTERS = {
     "pdf": "pdf",
     "docx": "docx:MS Word 2007 XML",
@@ -45,7 +46,7 @@ FILTERS = {
     "odt": "odt",
     "ods": "ods",
     "odp": "odp",
-    "csv": "csv:Text - txt - csv (StarCalc):44,34,76,1",
+    "csv": "csv:Text - txt - csv (StarCalc):44,34,76,1,,0,false,true,true",
     "html": "html",
     "txt": "txt:Text (encoded):UTF8",
 }
