@@ -78,7 +78,11 @@ class DisplayConnection:
             self._x.close()
             raise DesktopError(f"display {self.name} has no XTEST extension: no way to send input")
         self._root = self._x.screen().root
-        self._screen = mss.MSS(display=self.name)
+        try:
+            self._screen = mss.MSS(display=self.name)
+        except mss.ScreenShotError as exc:
+            self._x.close()
+            raise DesktopError(f"cannot read the screen of {self.name}: {exc}") from exc
         self._atoms: dict[str, int] = {}
         self._keymap: dict[int, tuple[int, bool]] = {}
         self._spare_keycodes: list[int] = []
@@ -92,8 +96,11 @@ class DisplayConnection:
             self.release_held()
         except DesktopError:
             pass
-        self._screen.close()
-        self._x.close()
+        for close in (self._screen.close, self._x.close):
+            try:
+                close()
+            except Exception:  # a broken connection closes as far as it can
+                pass
 
     # -- screen ---------------------------------------------------------------------------
 

@@ -110,11 +110,24 @@ class DesktopController:
     def connection(self) -> DisplayConnection:
         """The display connection for the current session (read fresh from session.json)."""
         session = read_session()
-        if self._connection is not None and self._connection.session.display != session.display:
-            self.close()
+        if self._connection is not None and self._connection.session != session:
+            self.close()  # the session was restarted or replaced
         if self._connection is None:
             self._connection = DisplayConnection(session)
         return self._connection
+
+    def _connect(self) -> tuple[DisplayConnection, tuple[int, int]]:
+        """A working connection and the screen's size now; a connection that broke (the X
+        server restarted) is replaced once."""
+        for attempt in (1, 2):
+            try:
+                display = self.connection()
+                return display, display.screen_size()
+            except DesktopError:
+                self.close()
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     def _execute(self, operations: Any, config: Any) -> CallToolResult:
         try:
@@ -122,12 +135,8 @@ class DesktopController:
         except InvalidCall as exc:
             return _refusal(str(exc), None)
         try:
-            display = self.connection()
-            size = display.screen_size()
-        except SessionNotFound as exc:
-            return _refusal(str(exc), None)
-        except DesktopError as exc:
-            self.close()
+            display, size = self._connect()
+        except (SessionNotFound, DesktopError) as exc:
             return _refusal(str(exc), None)
         try:
             check_on_screen(call.operations, *size)
