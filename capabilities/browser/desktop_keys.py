@@ -117,10 +117,6 @@ BUTTONS: dict[str, int] = {"LEFT": 1, "MIDDLE": 2, "RIGHT": 3}
 #: Scroll direction -> X button number (wheel clicks are button presses under X).
 SCROLL_BUTTONS: dict[str, int] = {"up": 4, "down": 5, "left": 6, "right": 7}
 
-MODIFIER_KEYS = ("LeftShift", "RightShift", "LeftControl", "RightControl", "LeftAlt", "RightAlt",
-                 "LeftSuper", "RightSuper")
-
-
 def text_keysym(char: str) -> int | None:
     """The keysym a US keyboard types `char` with, or None when it has no key for it."""
     if char == "\n":

@@ -64,7 +64,9 @@ and releases them (a chord); pressKey holds keys until releaseKey or until a ste
 Result: text JSON {{results: [{{success, operation, result}}], screen: {{width, height}}}}; \
 screenshots are PNG images after the text, a screenshot's result being {{image_index, width, \
 height}}. The whole call is checked before anything runs. It stops at the first failing step and \
-attaches a screenshot; keys and buttons still held are then released. One call runs at a time."""
+attaches a screenshot; keys and buttons still held are then released. One call runs at a time.
+
+Screenshots go to the code, not to the model: attach one with artifact(...) only when the model needs to see it. For a large one, pass heap_memory_max_mb: 64 to run_js."""
 
 
 @dataclass
@@ -129,11 +131,17 @@ class DesktopController:
                     raise
         raise AssertionError("unreachable")
 
+    def _screen_size_if_reachable(self) -> tuple[int, int] | None:
+        try:
+            return self._connect()[1]
+        except (SessionNotFound, DesktopError):
+            return None
+
     def _execute(self, operations: Any, config: Any) -> CallToolResult:
         try:
             call = parse_call(operations, config)
         except InvalidCall as exc:
-            return _refusal(str(exc), None)
+            return _refusal(str(exc), self._screen_size_if_reachable())
         try:
             display, size = self._connect()
         except (SessionNotFound, DesktopError) as exc:
@@ -251,13 +259,14 @@ def _keycodes(display: DisplayConnection, names: list[str]) -> list[int]:
 
 def _type_text(display: DisplayConnection, text: str, run: _Run) -> dict:
     shift = display.shift_keycode()
+    shift_held = shift in display.held_keys  # held by pressKey: leave it to releaseKey
     for char in text:
         keycode, shifted = display.key_for(text_keysym(char))  # validated: never None
-        if shifted:
+        if shifted and not shift_held:
             display.press_key(shift)
         display.press_key(keycode)
         display.release_key(keycode)
-        if shifted:
+        if shifted and not shift_held:
             display.release_key(shift)
         _pause(run.config.keyboardDelayMs)
     return {"typed": len(text)}

@@ -260,7 +260,8 @@ def test_typed_text_lands_in_a_page_input(desktop, input_page):
 
 
 def test_chord_selects_all_and_types_over_it(desktop, input_page):
-    """keyboard.type {keys} presses keys together: LeftControl+A selects the input's text."""
+    """keyboard.type {keys} presses keys together (LeftControl+A selects the input's text), and
+    a key held with pressKey stays down across steps until releaseKey."""
     run = desktop([
         {"type": "mouse.click", "params": input_page.center_of("#field")},
         {"type": "keyboard.type", "params": {"text": "old text"}},
@@ -270,9 +271,12 @@ def test_chord_selects_all_and_types_over_it(desktop, input_page):
         {"type": "keyboard.type", "params": {"keys": ["Left"]}},
         {"type": "keyboard.releaseKey", "params": {"keys": ["LeftShift"]}},
         {"type": "keyboard.type", "params": {"keys": ["Backspace"]}},
+        {"type": "keyboard.pressKey", "params": {"keys": ["LeftShift"]}},
+        {"type": "keyboard.type", "params": {"text": "ab"}},
+        {"type": "keyboard.releaseKey", "params": {"keys": ["LeftShift"]}},
     ])
     assert not run.is_error, run.body
-    assert input_page.eval("document.querySelector('#field').value") == "ne"
+    assert input_page.eval("document.querySelector('#field').value") == "neAB"
 
 
 def test_held_keys_and_buttons_are_released_when_a_step_fails(
@@ -426,6 +430,7 @@ def test_a_bad_step_3_is_refused_before_step_1_moves_the_pointer(desktop, xprobe
     ])
     assert run.is_error
     assert run.body["results"] == []
+    assert set(run.body["screen"]) == {"width", "height"}
     assert "operations[2] (step 3, mouse.click): params.x" in run.body["error"]
     assert xprobe.pointer()[:2] == (17, 19)
 
