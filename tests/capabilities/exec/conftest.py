@@ -143,6 +143,13 @@ def exec_server(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def desktop_exec_server(desktop_session):
+    """An exec server started with the desktop session's environment, as the runtime starts it."""
+    with ExecServer(desktop_session.data_dir, env=desktop_session.env) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
 def gone():
     """`gone(pids, limit=5.0)`: whether every pid has died within `limit` seconds."""
     return _gone
