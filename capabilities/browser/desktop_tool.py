@@ -64,9 +64,11 @@ and releases them (a chord); pressKey holds keys until releaseKey or until a ste
 Result: text JSON {{results: [{{success, operation, result}}], screen: {{width, height}}}}; \
 screenshots are PNG images after the text, a screenshot's result being {{image_index, width, \
 height}}. The whole call is checked before anything runs. It stops at the first failing step and \
-attaches a screenshot; keys and buttons still held are then released. One call runs at a time.
+attaches a screenshot (the failed step's entry has error and screenshot); keys and buttons \
+still held are then released. One call runs at a time.
 
-Screenshots go to the code, not to the model: attach one with artifact(...) only when the model needs to see it. For a large one, pass heap_memory_max_mb: 64 to run_js."""
+Screenshots go to the code, not to the model: attach one with artifact(...) only when the model \
+needs to see it. For a large one, pass heap_memory_max_mb: 64 to run_js."""
 
 
 @dataclass
