@@ -11,8 +11,9 @@ import datetime
 import math
 import re
 import struct
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from playwright.async_api import Error as PlaywrightError
@@ -52,20 +53,26 @@ class Images:
         return {"image_index": len(self.items) - 1, "width": width, "height": height}
 
 
+class Shooter(Protocol):
+    """Takes a PNG of the tab (the registry brings it to front first)."""
+
+    def __call__(self, *, full_page: bool = False, timeout_ms: float | None = None) -> Awaitable[bytes]: ...
+
+
 def png_size(png: bytes) -> tuple[int, int]:
     """Width and height from a PNG's IHDR chunk."""
     return struct.unpack(">II", png[16:24])
 
 
-async def run_step(page: Page, op: Any, images: Images) -> Any:
+async def run_step(page: Page, op: Any, images: Images, shoot: Shooter) -> Any:
     """Run one validated operation; returns its result or raises `StepFailed`."""
     try:
-        return await _dispatch(page, op, images)
+        return await _dispatch(page, op, images, shoot)
     except PlaywrightError as exc:
         raise StepFailed(explain(op, exc)) from exc
 
 
-async def _dispatch(page: Page, op: Any, images: Images) -> Any:
+async def _dispatch(page: Page, op: Any, images: Images, shoot: Shooter) -> Any:
     p = op.params
     match op:
         case ops.Navigate():
@@ -94,7 +101,7 @@ async def _dispatch(page: Page, op: Any, images: Images) -> Any:
         case ops.Evaluate():
             return _jsonable(await page.evaluate(p.script))
         case ops.Screenshot():
-            return images.add(await page.screenshot(full_page=p.fullPage, type="png"))
+            return images.add(await shoot(full_page=p.fullPage))
         case ops.Url():
             return {"url": page.url, "title": await page.title()}
         case ops.SetViewport():
@@ -106,12 +113,12 @@ async def _dispatch(page: Page, op: Any, images: Images) -> Any:
     raise AssertionError(f"no handler for {op.type}")  # page_ops and this match go together
 
 
-async def failure_screenshot(page: Page, images: Images) -> dict[str, int] | None:
+async def failure_screenshot(page: Page, images: Images, shoot: Shooter) -> dict[str, int] | None:
     """A screenshot of the moment a step failed, or None when the page cannot give one."""
     if page.is_closed():
         return None
     try:
-        return images.add(await page.screenshot(type="png", timeout=FAILURE_SHOT_TIMEOUT_MS))
+        return images.add(await shoot(timeout_ms=FAILURE_SHOT_TIMEOUT_MS))
     except PlaywrightError:
         return None
 

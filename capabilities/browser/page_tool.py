@@ -6,6 +6,7 @@ The request is validated whole (`page_ops`) before the tab is touched; steps run
 live in one `TabRegistry` per server.
 """
 
+from functools import partial
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -80,11 +81,12 @@ async def execute(registry: TabRegistry, request: BrowserRequest) -> BatchReport
         async with registry.use(request.tab) as tab:
             page = tab.page
             assert page is not None
+            shoot = partial(registry.screenshot, tab)
             for number, op in enumerate(request.operations, start=1):
                 try:
-                    result = await run_step(page, op, images)
+                    result = await run_step(page, op, images, shoot)
                 except StepFailed as exc:
-                    shot = await failure_screenshot(page, images)
+                    shot = await failure_screenshot(page, images, shoot)
                     steps.append(StepReport(step=number, operation=op.type, error=exc.reason, screenshot=shot))
                     break
                 steps.append(StepReport(step=number, operation=op.type, result=result))

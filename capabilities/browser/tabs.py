@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -64,9 +64,11 @@ class TabRegistry:
         self._playwright: Playwright | None = None
         self._browser: Browser | None = None
         self._connect_lock = anyio.Lock()
+        # Chromium renders only the front tab of a window; a background tab's screenshot
+        # takes seconds. Screenshots bring their tab to front, one at a time.
+        self._screen_lock = anyio.Lock()
         self._tabs: dict[str, NamedTab] = {}
         self._loaded_state = False
-        self._chromium: subprocess.Popen | None = None
 
     # ---- public
 
@@ -85,6 +87,14 @@ class TabRegistry:
                 if tab.page is not None and not tab.page.is_closed() and tab.page.url != tab.url:
                     tab.url = tab.page.url
                     self._save_state()
+
+    async def screenshot(self, tab: NamedTab, *, full_page: bool = False, timeout_ms: float | None = None) -> bytes:
+        """A PNG of the tab's page, taken with the tab in front."""
+        page = tab.page
+        assert page is not None
+        async with self._screen_lock:
+            await page.bring_to_front()
+            return await page.screenshot(full_page=full_page, type="png", timeout=timeout_ms)
 
     async def close(self, tab: NamedTab) -> None:
         """Close the tab's page and forget where it was (call inside `use`); a later call with
@@ -187,34 +197,31 @@ class TabRegistry:
         if os.geteuid() == 0 and info.uid != 0:
             as_user = {"user": info.uid, "group": info.gid, "extra_groups": []}
         try:
-            proc = subprocess.Popen(
-                info.chromium_command,
+            # `setsid -f` forks Chromium off and returns: it is not a child of this server,
+            # so stopping the server (which may kill its process tree) leaves it running.
+            await anyio.to_thread.run_sync(partial(
+                subprocess.run,
+                ["setsid", "-f", *info.chromium_command],
                 env=info.env or None,
                 cwd=str(info.home) if Path(info.home).is_dir() else None,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
-                start_new_session=True,  # it outlives this server, like the session's own
+                timeout=10,
+                check=True,
                 **as_user,
-            )
-        except OSError as exc:
+            ))
+        except (OSError, subprocess.SubprocessError) as exc:
             raise BrowserUnavailable(f"cannot start Chromium ({info.chromium_command[0]}): {exc}") from exc
-        self._chromium = proc
-        # Reap it when it exits so it does not linger as a zombie of this server.
-        threading.Thread(target=proc.wait, name="chromium-reaper", daemon=True).start()
         deadline = time.monotonic() + CHROMIUM_START_TIMEOUT_S
         while time.monotonic() < deadline:
             if await self._endpoint_up():
                 return
-            if proc.poll() is not None:
-                raise BrowserUnavailable(
-                    f"Chromium exited at once (status {proc.returncode}) when started again; "
-                    f"is another Chromium using the profile {info.chrome_profile}?"
-                )
             await anyio.sleep(0.1)
         raise BrowserUnavailable(
             f"Chromium was started again but its DevTools endpoint {info.devtools_url} did not answer "
-            f"within {CHROMIUM_START_TIMEOUT_S:.0f} s"
+            f"within {CHROMIUM_START_TIMEOUT_S:.0f} s; is another Chromium using the profile "
+            f"{info.chrome_profile}?"
         )
 
     # ---- tabs

@@ -12,8 +12,12 @@ Shared by both tool families; keep fixtures small and additive.
   `CallToolResult`; `.call_many([(tool, args), ...])` runs calls concurrently;
   `.list_tools()`. Use `BrowserServer(env)` as a context manager for a server of your own
   (e.g. to restart it).
-- `session_chromium_pid(info)`: the pid of the session's Chromium browser process (found by
-  its profile dir in the command line), for tests that kill it.
+- `run_page(operations, tab=..., close=...)` / `run_pages([arguments, ...])` (session): one
+  browser_execute call / several at once, read into `PageRun` (.summary, .body, .results,
+  .result(step), .images as PNG bytes, .is_error).
+- `browser_kit` (session): helpers for tests, since conftest modules cannot be imported:
+  `.BrowserServer`, `.read` (a CallToolResult into a PageRun) and `.chromium_pid(info)`, the
+  session's Chromium browser process (found by its profile dir), for tests that kill it.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import anyio
 import anyio.from_thread
@@ -210,11 +215,14 @@ def browser_server(browser_desktop):
 
 def session_chromium_pid(info: SessionInfo) -> int | None:
     """The session's Chromium browser process (not its helpers), by its profile dir."""
-    marker = f"--user-data-dir={info.chrome_profile}"
+    profile = Path(info.chrome_profile).resolve()
     for proc in psutil.process_iter(["pid", "cmdline"]):
         cmdline = proc.info["cmdline"] or []
-        if marker in cmdline and not any(arg.startswith("--type=") for arg in cmdline):
-            return proc.info["pid"]
+        if any(arg.startswith("--type=") for arg in cmdline):
+            continue
+        for arg in cmdline:
+            if arg.startswith("--user-data-dir=") and Path(arg.split("=", 1)[1]).resolve() == profile:
+                return proc.info["pid"]
     return None
 
 
@@ -247,7 +255,7 @@ def read_page_run(raw) -> PageRun:
     return PageRun(raw=raw, summary=summary, body=json.loads(body), images=images)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def run_page(browser_server):
     """`run_page(operations, tab=..., close=...)`: one browser_execute call, read."""
 
@@ -255,3 +263,21 @@ def run_page(browser_server):
         return read_page_run(browser_server.call("browser_execute", {"operations": operations, **extra}))
 
     return run
+
+
+@pytest.fixture(scope="session")
+def run_pages(browser_server):
+    """`run_pages([arguments, ...])`: several browser_execute calls at once, read, in order."""
+
+    def run(calls: list[dict]) -> list[PageRun]:
+        results = browser_server.call_many([("browser_execute", args) for args in calls])
+        return [read_page_run(r) for r in results]
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def browser_kit():
+    """The helpers above for tests (conftest modules cannot be imported): `.BrowserServer`,
+    `.read` (read_page_run), `.chromium_pid` (session_chromium_pid)."""
+    return SimpleNamespace(BrowserServer=BrowserServer, read=read_page_run, chromium_pid=session_chromium_pid)
