@@ -125,7 +125,9 @@ class _Vm:
             self.ctx = self.rt.new_context(timeout=limits.timeout_seconds)
             self.ctx.register("__host", self._host, is_async=False)
             self.ctx.register("__host_next", self._next, is_async=True)
-            self.describe = self.ctx.eval_handle(_BOOT)
+            with self.ctx.eval_handle(_BOOT) as api:
+                self.describe = api.get("describe")
+                self.finish = api.get("finish")
         except BaseException:
             self.rt.close()
             raise
@@ -139,7 +141,11 @@ class _Vm:
         elif op == "mark":
             run.used_loop = True
         elif op == "console":
-            run.console.add(str(a), str(b))
+            for level, text in json.loads(a):
+                run.console.add(str(level), str(text))
+            return "full" if run.console.truncated else ""
+        elif op == "cut":
+            run.console.add_cut(int(a), int(b))
         elif op == "artifact":
             return run.artifacts.add(json.loads(a)) or ""
         elif op == "uncaught":
@@ -150,8 +156,16 @@ class _Vm:
         assert self.run is not None
         return await self.run.bridge.next_events()
 
+    def flush_console(self) -> None:
+        """Send the console lines the guest still holds (also after a failure)."""
+        try:
+            self.finish.call().dispose()
+        except quickjs_rs.QuickJSError:
+            pass  # a VM that cannot run any more: keep what already arrived
+
     def close(self) -> None:
         self.describe.dispose()
+        self.finish.dispose()
         self.ctx.close()
         self.rt.close()
 
@@ -196,8 +210,7 @@ class _JsRun:
         vm.run = self
         try:
             value, error = await self._evaluate(vm)
-        except quickjs_rs.MemoryLimitError as exc:
-            value, error = None, _memory_error(exc, limits)
+            vm.flush_console()
         finally:
             vm.run = None
             await self.bridge.close()

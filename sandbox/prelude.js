@@ -5,9 +5,11 @@
 //
 // Host functions (removed from globalThis here, kept in this closure):
 //   __host(op, a, b, c)  sync: "submit" (a JSON list of {op: "call"|"list"|"timer"|"clear",
-//                        id, ...}), "mark" (a batch is coming), "console" (level, text),
-//                        "artifact" (JSON; returns "" or why not), "uncaught" (name, message,
-//                        stack: an error thrown where nobody can catch it)
+//                        id, ...}), "mark" (a batch is coming), "console" (a JSON list of
+//                        [level, text]; returns "full" once the output limit is reached),
+//                        "cut" (bytes, lines dropped here after "full"), "artifact" (JSON;
+//                        returns "" or why not), "uncaught" (name, message, stack: an error
+//                        thrown where nobody can catch it)
 //   __host_next()        async; resolves to a JSON array of completions
 "use strict";
 const g = globalThis;
@@ -16,7 +18,6 @@ const hostNext = g.__host_next;
 delete g.__host;
 delete g.__host_next;
 const hostSubmit = (json) => host("submit", json);
-const hostConsole = (level, text) => host("console", level, text);
 const hostArtifact = (json) => host("artifact", json);
 const hostUncaught = (name, message, stack) => host("uncaught", name, message, stack);
 
@@ -37,17 +38,22 @@ let queue = [];
 let flushScheduled = false;
 const pending = new Map(); // id -> {resolve, reject} | {timer: true, fn, args, interval, ms}
 
-function submit(op) {
-  queue.push(op);
+function scheduleFlush() {
   if (!flushScheduled) {
     flushScheduled = true;
-    host("mark");
     Promise.resolve().then(flush);
   }
 }
 
+function submit(op) {
+  queue.push(op);
+  if (!flushScheduled) host("mark"); // the host must drive the event loop after the script
+  scheduleFlush();
+}
+
 function flush() {
   flushScheduled = false;
+  flushConsole();
   const ops = queue;
   queue = [];
   if (ops.length) hostSubmit(JSON.stringify(ops));
@@ -226,9 +232,51 @@ function format(args) {
   return args.map(inspect).join(" ");
 }
 
+// Lines are batched and sent with the next host crossing (or every 64 KB): one crossing per
+// line would cost more than the printing.
+let consoleQueue = [];
+let consoleQueued = 0;
+let consoleFull = false;
+let cutBytes = 0;
+let cutLines = 0;
+
+function utf8Length(s) {
+  let n = s.length;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0x80) n += c >= 0x800 && (c < 0xd800 || c > 0xdfff) ? 2 : 1;
+  }
+  return n;
+}
+
+function flushConsole() {
+  if (consoleQueue.length === 0) return;
+  const lines = consoleQueue;
+  consoleQueue = [];
+  consoleQueued = 0;
+  if (host("console", JSON.stringify(lines)) === "full") consoleFull = true;
+}
+
+function finish() {
+  flushConsole();
+  if (cutBytes) host("cut", cutBytes, cutLines);
+  cutBytes = cutLines = 0;
+}
+
 const consoleObj = {};
 for (const level of ["log", "info", "warn", "error", "debug"]) {
-  consoleObj[level] = (...args) => hostConsole(level, format(args));
+  consoleObj[level] = (...args) => {
+    const text = format(args);
+    if (consoleFull) {
+      cutBytes += utf8Length(text) + 1;
+      cutLines++;
+      return;
+    }
+    consoleQueue.push([level, text]);
+    consoleQueued += text.length;
+    if (consoleQueued > 65536) flushConsole();
+    else scheduleFlush();
+  };
 }
 consoleObj.trace = consoleObj.debug;
 g.console = Object.freeze(consoleObj);
@@ -318,7 +366,7 @@ Object.defineProperty(g, Symbol.for("codedesk.drain"), {
 });
 
 // ---- the final value, as JSON the host parses: {"value": ...} or {} for undefined ----
-return function describe(v) {
+function describe(v) {
   if (v === undefined) return "{}";
   try {
     const text = jsonish(v);
@@ -328,3 +376,5 @@ return function describe(v) {
   }
   return JSON.stringify({ value: inspect(v) });
 };
+
+return { describe, finish };
