@@ -10,7 +10,7 @@ wait for the exit code), so a command must not outlive its server unnoticed:
 - the server ends its running commands when it stops (stdin closed, SIGTERM, SIGINT, SIGHUP)
   and records them as `failed:interrupted`;
 - if the server is killed outright, the program's main process gets SIGKILL from the kernel
-  (PR_SET_PDEATHSIG), and whatever it started is found and killed by the next exec server on
+  (PR_SET_PDEATHSIG, set by setpriv just before it execs the program), and whatever it started is found and killed by the next exec server on
   this data directory, which also records the command as `failed:interrupted`.
 The log stays readable either way.
 
@@ -259,24 +259,20 @@ class ProcessTable:
             if executable is None:
                 self.store.note(record.id, f"{request.bin!r} was not found (PATH={env.get('PATH', '')})")
                 return self.store.settle(record.id, "failed:not found")
+            if os.path.isdir(executable) or not os.access(executable, os.X_OK):
+                self.store.note(record.id, f"{executable} is not an executable file")
+                return self.store.settle(record.id, "failed:permission denied")
             env[MARKER_VAR] = record.id
-            switch = (
-                {"user": who.uid, "group": who.gid, "extra_groups": os.getgrouplist(who.user, who.gid)}
-                if who.switch
-                else {}
-            )
             try:
                 process = subprocess.Popen(
-                    [request.bin, *request.args],
-                    executable=executable,
+                    _argv(request, who),
                     stdin=subprocess.DEVNULL,
                     stdout=log_fd,
                     stderr=log_fd,
                     cwd=cwd,
                     env=env,
                     start_new_session=True,
-                    preexec_fn=_die_with_server,
-                    **switch,
+                    **_spawn_options(who),
                 )
             except OSError as exc:
                 reason = "not found" if isinstance(exc, FileNotFoundError) else (exc.strerror or str(exc)).lower()
@@ -383,6 +379,32 @@ class ProcessTable:
         if record.boot_id == self._boot:
             await kill_tree(record.id, self._session_of(record), SHUTDOWN_GRACE_SECONDS)
         return self.store.settle(record.id, INTERRUPTED)
+
+
+_SETPRIV = shutil.which("setpriv")
+
+
+def _argv(request: ExecRequest, who: RunAs) -> list[str]:
+    """The command line to start: the program itself, behind util-linux's setpriv when present.
+
+    setpriv takes the desktop user's ids and sets the parent-death signal after that (a change
+    of ids would reset it), then execs the program in the same process. It spares a Python
+    `preexec_fn`, which forces a full fork of this process (~30 ms instead of ~2 ms).
+    """
+    if _SETPRIV is None:
+        return [request.bin, *request.args]
+    ids = [f"--reuid={who.uid}", f"--regid={who.gid}", "--init-groups"] if who.switch else []
+    return [_SETPRIV, *ids, "--pdeathsig", "KILL", "--", request.bin, *request.args]
+
+
+def _spawn_options(who: RunAs) -> dict:
+    """Popen options doing in Python what setpriv does, when setpriv is missing."""
+    if _SETPRIV is not None:
+        return {}
+    options: dict = {"preexec_fn": _die_with_server}
+    if who.switch:
+        options.update(user=who.uid, group=who.gid, extra_groups=os.getgrouplist(who.user, who.gid))
+    return options
 
 
 def _resolve(bin: str, cwd: str, path: str) -> str | None:

@@ -90,3 +90,11 @@ def test_many_commands_at_once(exec_server):
         assert (status, logs) == (f"completed:{i % 3}", f"I am n{i}\n")
     assert len(set(ids)) == 20
     assert not [p for p in psutil.Process().children(recursive=True) if p.name() == "sleep"]
+
+
+def test_non_executable_bin_reads_failed_permission_denied(exec_server, tmp_path):
+    """A file that is not executable cannot be started: `failed:permission denied`, not an error."""
+    script = tmp_path / "plain.txt"
+    script.write_text("echo hi\n")
+    command_id = exec_server.run(str(script))
+    assert exec_server.follow(command_id)[0] == "failed:permission denied"
