@@ -175,7 +175,10 @@ def down(data: Path, timeout: float = 30.0) -> int:
             os.kill(pid, signal.SIGKILL)
     if state:
         # The supervisor died without cleaning up: stop what it left behind.
-        procs.kill_marked(state["session_id"])
+        devtools = state.get("ports", {}).get("devtools")
+        if devtools:
+            procs.stop_chromium(layout.chrome, f"http://127.0.0.1:{devtools}")
+        procs.kill_marked(state["session_id"], layout.chrome)
         display = state.get("display", "")
         if display.startswith(":"):
             procs.remove_stale_x_lock(int(display[1:]))
@@ -201,6 +204,10 @@ def status(data: Path) -> dict:
     for name, p in state["parts"].items():
         parts[name] = {"pid": p["pid"], "running": procs.pid_alive(p["pid"]),
                        "restarts": p["restarts"], "supervised": p["supervised"]}
+    # Chromium may have been closed and started again by the browser capability or a launcher.
+    browsers = procs.chromium_pids(layout.chrome, main_only=True)
+    if browsers and "chromium" in parts:
+        parts["chromium"].update(pid=browsers[0], running=True)
     try:
         info = read_session(data)
     except SessionNotFound:

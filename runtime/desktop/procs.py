@@ -7,6 +7,7 @@ the programs opened from the desktop, so `down` can find and stop all of them, a
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import subprocess
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 
 MARKER = "CODEDESK_SESSION"
+log = logging.getLogger("codedesk.desktop")
 
 
 async def http_ok(host: str, port: int, path: str, timeout: float = 1.0) -> bool:
@@ -92,9 +94,10 @@ def marked_pids(session_id: str) -> list[int]:
     return found
 
 
-def kill_marked(session_id: str, grace: float = 3.0) -> None:
-    """Stop every process of the session: SIGTERM, then SIGKILL after `grace` s."""
-    pids = marked_pids(session_id)
+def kill_marked(session_id: str, profile: Path | None = None, grace: float = 3.0) -> None:
+    """Stop every process of the session (and any Chromium on its profile): SIGTERM, then
+    SIGKILL after `grace` s."""
+    pids = sorted(set(marked_pids(session_id)) | set(chromium_pids(profile) if profile else ()))
     for pid in pids:
         try:
             os.kill(pid, signal.SIGTERM)
@@ -122,3 +125,89 @@ def remove_stale_x_lock(display_num: int) -> None:
         return
     lock.unlink(missing_ok=True)
     Path(f"/tmp/.X11-unix/X{display_num}").unlink(missing_ok=True)
+
+
+def cdp_browser_close(devtools_url: str, timeout: float = 3.0) -> bool:
+    """Ask Chromium to close cleanly over DevTools (`Browser.close`), which flushes its profile
+    (cookies, history) to disk; SIGTERM does not. Returns whether the request was delivered."""
+    import base64
+    import json
+    import socket
+    import urllib.request
+    from urllib.parse import urlparse
+
+    try:
+        with urllib.request.urlopen(devtools_url + "/json/version", timeout=timeout) as resp:
+            ws_url = urlparse(json.load(resp)["webSocketDebuggerUrl"])
+        with socket.create_connection((ws_url.hostname, ws_url.port), timeout=timeout) as sock:
+            key = base64.b64encode(os.urandom(16)).decode()
+            sock.sendall((
+                f"GET {ws_url.path} HTTP/1.1\r\nHost: {ws_url.netloc}\r\nUpgrade: websocket\r\n"
+                f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+            ).encode())
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    return False
+                head += chunk
+            if b" 101 " not in head.split(b"\r\n", 1)[0]:
+                return False
+            payload = json.dumps({"id": 1, "method": "Browser.close"}).encode()
+            mask = os.urandom(4)
+            masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+            header = bytes([0x81])  # FIN + text frame
+            if len(payload) < 126:
+                header += bytes([0x80 | len(payload)])
+            else:
+                header += bytes([0x80 | 126]) + len(payload).to_bytes(2, "big")
+            sock.sendall(header + mask + masked)
+            try:
+                sock.recv(4096)  # the reply, or the connection closing as the browser exits
+            except OSError:
+                pass
+        return True
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def chromium_pids(profile: Path, main_only: bool = False) -> list[int]:
+    """Pids of Chromium processes running on `profile` (just the browser ones if `main_only`).
+
+    Found by the command line, not the session marker: Chromium rewrites its process title over
+    the memory /proc/<pid>/environ points at, so its marker cannot be read back.
+    """
+    flag = f"--user-data-dir={profile}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if not cmdline.startswith(b"/usr/lib/chromium/") or (flag + b" ") not in cmdline + b" ":
+            continue
+        if main_only and b"--type=" in cmdline:
+            continue
+        found.append(int(entry))
+    return found
+
+
+def stop_chromium(profile: Path, devtools_url: str, grace: float = 10.0) -> None:
+    """Close the session's Chromium cleanly (profile flushed), then make sure it is gone."""
+    pids = chromium_pids(profile, main_only=True)
+    if not pids:
+        return
+    delivered = cdp_browser_close(devtools_url)
+    log.info("chromium %s: Browser.close %s", pids, "sent" if delivered else "not delivered")
+    if delivered:
+        deadline = time.monotonic() + grace
+        while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    for pid in pids:
+        if pid_alive(pid):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass

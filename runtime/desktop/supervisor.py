@@ -506,11 +506,15 @@ class Supervisor:
         order = ["websockify", "x11vnc", "chromium", "xfdesktop", "xfce4-panel", "xfwm4",
                  "xfsettingsd", "dbus", "xvfb"]
         for name in order:
+            if name == "chromium" and self.display_num is not None:
+                # Chromium may have been restarted by someone else; find it by the session marker.
+                procs.stop_chromium(self.layout.chrome,
+                                    f"http://127.0.0.1:{self.ports['devtools']}")
             part = self.parts.get(name)
             if part and part.proc:
-                procs.terminate(part.proc, grace=8.0 if name == "chromium" else 3.0)
+                procs.terminate(part.proc, grace=3.0)
         # Programs opened from the desktop (terminals, editors, a restarted Chromium).
-        procs.kill_marked(self.session_id)
+        procs.kill_marked(self.session_id, self.layout.chrome)
         if self.sizer:
             self.sizer.close()
         if self.display_num is not None:
