@@ -70,12 +70,14 @@ class OcrPdfArgs(Args):
 def ocr_pdf(ws: Workspace, args: OcrPdfArgs) -> ToolOutput:
     path = ws.roots.input_file(args.path)
     with open_pdf(path) as doc:
-        selected = pagespec.select_pages(args.pages, doc.page_count)
-        pages = []
-        for number in selected:
-            image = render_page(doc, number, OCR_DPI / 72).convert("L")
-            pages.append({"page": number, "text": recognize(image, args.lang)})
         page_count = doc.page_count
+        selected = pagespec.select_pages(args.pages, page_count)
+    pages = []
+    for number in selected:
+        # Render under the MuPDF lock, recognise outside it, so other tools are not held up.
+        with open_pdf(path) as doc:
+            image = render_page(doc, number, OCR_DPI / 72).convert("L")
+        pages.append({"page": number, "text": recognize(image, args.lang)})
     return ToolOutput(data={"path": str(path), "page_count": page_count, "pages": pages, "engine": "tesseract"})
 
 

@@ -4,6 +4,7 @@ render, OCR and conversion tools share.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,9 +24,23 @@ MAX_RENDER_PIXELS = 80_000_000
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp"}
 
 
+# MuPDF is not thread-safe and tools run in worker threads, so every use of a document
+# happens inside `open_pdf`, under this one lock (the library's state is process-wide too).
+_MUPDF_LOCK = threading.RLock()
+
+
 @contextmanager
 def open_pdf(path: Path) -> Iterator[pymupdf.Document]:
-    """Open a PDF for reading, refusing corrupt, empty and password-protected files."""
+    """Open a PDF for reading, refusing corrupt, empty and password-protected files.
+
+    The document may only be used inside the `with` block, which holds the MuPDF lock.
+    """
+    with _MUPDF_LOCK, _opened(path) as doc:
+        yield doc
+
+
+@contextmanager
+def _opened(path: Path) -> Iterator[pymupdf.Document]:
     try:
         doc = pymupdf.open(path, filetype="pdf")
     except (pymupdf.FileDataError, pymupdf.EmptyFileError, RuntimeError, ValueError) as exc:

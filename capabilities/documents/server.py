@@ -9,7 +9,10 @@ and turns the outcome into a result with `results`.
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import sys
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -73,10 +76,20 @@ async def call_tool(workspace: Workspace, name: str, arguments: dict | None) -> 
 @asynccontextmanager
 async def workspace_lifespan(_: Server) -> AsyncIterator[Workspace]:
     office_converter = OfficeConverter()
+
+    def stop(signum: int, _frame: object) -> None:
+        # LibreOffice runs in its own process group, out of reach of the signal that stops
+        # us: stop it (and remove the scratch folder) before leaving.
+        office_converter.close()
+        os._exit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop) if threading.current_thread() is threading.main_thread() else None
     try:
         yield Workspace(office=office_converter)
     finally:
         office_converter.close()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 async def _list_tools(ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
@@ -114,5 +127,12 @@ async def serve_stdio() -> None:
 
 
 def main() -> None:
+    """Serve on stdio until the client closes stdin, then exit at once."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     anyio.run(serve_stdio)
+    # The lifespan has cleaned up by now. Tearing down the interpreter (pymupdf, the SDK,
+    # pydantic) takes seconds of garbage collection, longer than clients wait before killing
+    # the process, so skip it.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

@@ -88,3 +88,8 @@ def copy_into(folder: Path, source: Path) -> Path:
     target = folder / source.name
     shutil.copyfile(source, target)
     return target
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
