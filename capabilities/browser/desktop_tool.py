@@ -27,6 +27,7 @@ from .desktop_display import DesktopError, DisplayConnection, Grab
 from .desktop_keys import BUTTONS, KEYS, SCROLL_BUTTONS, text_keysym
 from .desktop_ops import (
     OPERATIONS,
+    Call,
     ClickParams,
     DesktopConfig,
     InvalidCall,
@@ -152,7 +153,26 @@ class DesktopController:
             check_on_screen(call.operations, *size)
         except InvalidCall as exc:
             return _refusal(str(exc), size)
+        if any(step.type.startswith("keyboard.") for step in call.operations):
+            try:
+                display.read_keymap()  # someone may have switched the layout since
+            except DesktopError as exc:
+                self.close()
+                return _refusal(str(exc), size)
         run = _Run(config=call.config)
+        failed = self._run_steps(display, call, run)
+        try:
+            size = display.screen_size()
+        except DesktopError:
+            self.close()
+        body = {"results": run.results, "screen": {"width": size[0], "height": size[1]}}
+        if failed is not None:
+            body["error"] = failed + "; the keys and buttons still held were released"
+        return _result(body, run.images, is_error=failed is not None)
+
+    def _run_steps(self, display: DisplayConnection, call: Call, run: _Run) -> str | None:
+        """Run the steps in order until one fails; returns what failed, or None. Whatever
+        failed (a step, or anything raised), every key and button still held is released."""
         failed: str | None = None
         try:
             for index, step in enumerate(call.operations):
@@ -167,8 +187,9 @@ class DesktopController:
                         entry["screenshot"] = run.image(display.grab(0, 0, *display.screen_size()))
                     except DesktopError:
                         pass  # the display itself is gone; the error says so
-                    break
+                    return failed
                 run.results.append({"success": True, "operation": step.type, "result": result})
+            return None
         except BaseException:
             failed = failed or "interrupted"
             raise
@@ -178,14 +199,6 @@ class DesktopController:
                     display.release_held()
                 except DesktopError:
                     self.close()
-        try:
-            size = display.screen_size()
-        except DesktopError:
-            self.close()
-        body = {"results": run.results, "screen": {"width": size[0], "height": size[1]}}
-        if failed is not None:
-            body["error"] = failed + "; the keys and buttons still held were released"
-        return _result(body, run.images, is_error=failed is not None)
 
 
 def _refusal(message: str, size: tuple[int, int] | None) -> CallToolResult:
