@@ -127,48 +127,106 @@ def remove_stale_x_lock(display_num: int) -> None:
     Path(f"/tmp/.X11-unix/X{display_num}").unlink(missing_ok=True)
 
 
+class CdpConnection:
+    """A minimal blocking DevTools client over the browser's WebSocket (stdlib only).
+
+    Enough for the session's own needs (closing Chromium cleanly) and its benchmark; the
+    capabilities use Playwright.
+    """
+
+    def __init__(self, devtools_url: str, timeout: float = 5.0) -> None:
+        import base64
+        import json
+        import socket
+        import urllib.request
+        from urllib.parse import urlparse
+
+        with urllib.request.urlopen(devtools_url + "/json/version", timeout=timeout) as resp:
+            ws_url = urlparse(json.load(resp)["webSocketDebuggerUrl"])
+        self._sock = socket.create_connection((ws_url.hostname, ws_url.port), timeout=timeout)
+        self._next_id = 0
+        self._buf = b""
+        key = base64.b64encode(os.urandom(16)).decode()
+        self._sock.sendall((
+            f"GET {ws_url.path} HTTP/1.1\r\nHost: {ws_url.netloc}\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        ).encode())
+        while b"\r\n\r\n" not in self._buf:
+            self._buf += self._recv()
+        head, self._buf = self._buf.split(b"\r\n\r\n", 1)
+        if b" 101 " not in head.split(b"\r\n", 1)[0]:
+            self.close()
+            raise ConnectionError(f"DevTools refused the WebSocket: {head[:80]!r}")
+
+    def _recv(self) -> bytes:
+        chunk = self._sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("DevTools closed the connection")
+        return chunk
+
+    def _read(self, n: int) -> bytes:
+        while len(self._buf) < n:
+            self._buf += self._recv()
+        out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+    def send(self, method: str, params: dict | None = None, wait: bool = True) -> dict:
+        """Send one command; return its `result` (raises RuntimeError on a DevTools error)."""
+        import json
+
+        self._next_id += 1
+        msg_id = self._next_id
+        payload = json.dumps({"id": msg_id, "method": method, "params": params or {}}).encode()
+        mask = os.urandom(4)
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        n = len(payload)
+        if n < 126:
+            header = bytes([0x81, 0x80 | n])
+        elif n < 65536:
+            header = bytes([0x81, 0x80 | 126]) + n.to_bytes(2, "big")
+        else:
+            header = bytes([0x81, 0x80 | 127]) + n.to_bytes(8, "big")
+        self._sock.sendall(header + mask + masked)
+        if not wait:
+            return {}
+        while True:
+            b0, b1 = self._read(2)
+            length = b1 & 0x7F
+            if length == 126:
+                length = int.from_bytes(self._read(2), "big")
+            elif length == 127:
+                length = int.from_bytes(self._read(8), "big")
+            data = self._read(length)
+            if b0 & 0x0F != 0x1:
+                continue  # only text frames carry replies
+            reply = json.loads(data)
+            if reply.get("id") == msg_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error'].get('message')}")
+                return reply.get("result", {})
+
+    def close(self) -> None:
+        self._sock.close()
+
+
 def cdp_browser_close(devtools_url: str, timeout: float = 3.0) -> bool:
     """Ask Chromium to close cleanly over DevTools (`Browser.close`), which flushes its profile
     (cookies, history) to disk; SIGTERM does not. Returns whether the request was delivered."""
-    import base64
-    import json
-    import socket
-    import urllib.request
-    from urllib.parse import urlparse
-
     try:
-        with urllib.request.urlopen(devtools_url + "/json/version", timeout=timeout) as resp:
-            ws_url = urlparse(json.load(resp)["webSocketDebuggerUrl"])
-        with socket.create_connection((ws_url.hostname, ws_url.port), timeout=timeout) as sock:
-            key = base64.b64encode(os.urandom(16)).decode()
-            sock.sendall((
-                f"GET {ws_url.path} HTTP/1.1\r\nHost: {ws_url.netloc}\r\nUpgrade: websocket\r\n"
-                f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-            ).encode())
-            head = b""
-            while b"\r\n\r\n" not in head:
-                chunk = sock.recv(4096)
-                if not chunk:
-                    return False
-                head += chunk
-            if b" 101 " not in head.split(b"\r\n", 1)[0]:
-                return False
-            payload = json.dumps({"id": 1, "method": "Browser.close"}).encode()
-            mask = os.urandom(4)
-            masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-            header = bytes([0x81])  # FIN + text frame
-            if len(payload) < 126:
-                header += bytes([0x80 | len(payload)])
-            else:
-                header += bytes([0x80 | 126]) + len(payload).to_bytes(2, "big")
-            sock.sendall(header + mask + masked)
-            try:
-                sock.recv(4096)  # the reply, or the connection closing as the browser exits
-            except OSError:
-                pass
-        return True
+        conn = CdpConnection(devtools_url, timeout)
     except (OSError, ValueError, KeyError):
         return False
+    try:
+        conn.send("Browser.close", wait=False)
+        try:
+            conn._sock.recv(4096)  # the reply, or the connection closing as the browser exits
+        except OSError:
+            pass
+        return True
+    except OSError:
+        return False
+    finally:
+        conn.close()
 
 
 def chromium_pids(profile: Path, main_only: bool = False) -> list[int]:
