@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages codedesk needs and creates the desktop user.
-# Idempotent and quick when everything is present. Used by the Dockerfile,
-# `make install` and CI alike.
+# Idempotent and quick when everything is present (one dpkg-query, no apt).
+# Used by the Dockerfile, `make install` and CI alike.
 set -euo pipefail
 
 PACKAGES=(
   # display, desktop and applications
   xvfb xauth x11-xserver-utils x11-utils xfce4 xfce4-terminal thunar mousepad ristretto
-  dbus-x11 at-spi2-core xdg-utils chromium
+  dbus dbus-x11 at-spi2-core xdg-utils exo-utils xfconf libglib2.0-bin chromium
   # viewer
   x11vnc novnc websockify
   # desktop tools
@@ -24,9 +24,15 @@ PACKAGES=(
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
+# One dpkg-query for the whole list: packages it does not print, or prints as not
+# installed, are missing.
+declare -A installed=()
+while read -r name status; do
+  [ "$status" = "install ok installed" ] && installed["$name"]=1
+done < <(dpkg-query -W -f='${Package} ${Status}\n' "${PACKAGES[@]}" 2>/dev/null || true)
 missing=()
 for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  [ -n "${installed[$p]:-}" ] || missing+=("$p")
 done
 
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -40,4 +46,9 @@ fi
 DESKTOP_USER="${CODEDESK_DESKTOP_USER:-desktop}"
 if ! id "$DESKTOP_USER" >/dev/null 2>&1; then
   $SUDO useradd --create-home --shell /bin/bash "$DESKTOP_USER"
+fi
+
+# X servers run as that user; the socket directory must exist, root-owned and sticky, first.
+if [ ! -d /tmp/.X11-unix ]; then
+  $SUDO install -d -m 1777 -o root -g root /tmp/.X11-unix
 fi

@@ -144,6 +144,11 @@ class Supervisor:
         for d in (lay.home, lay.chrome, lay.logs):
             d.mkdir(parents=True, exist_ok=True)
         self._check_reachable()
+        x11_dir = Path("/tmp/.X11-unix")
+        if os.geteuid() == 0 and not x11_dir.exists():
+            # Xvfb runs unprivileged and cannot make this root-owned sticky directory itself.
+            x11_dir.mkdir(exist_ok=True)
+            x11_dir.chmod(0o1777)
         self.run_dir.mkdir(mode=0o700)
         if self.user.switch:
             os.chown(self.run_dir, self.user.uid, self.user.gid)
