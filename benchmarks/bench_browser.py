@@ -1,0 +1,167 @@
+"""Benchmark browser_execute against the same steps written directly with Playwright.
+
+- 50 steps (evaluate / click / type, mixed) on a local page in one browser_execute call through
+  the real server over stdio, beside the same 50 Playwright calls made by this process on its
+  own page of the same Chromium. Also the tool's in-process cost (`page_tool.execute` with a
+  `TabRegistry` in this process, no MCP). Medians of several runs, runs interleaved.
+- The first call after session start: from `codedesk desktop up` returning to the first
+  browser_execute result of a freshly spawned server (spawn, initialize, connect, open the window).
+
+The session: `--data DIR` of a running session, else a fresh one started with `codedesk desktop up`
+in a temporary directory (and stopped at the end).
+
+Usage: .venv/bin/python benchmarks/bench_browser.py [--quick] [--data DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from playwright.async_api import async_playwright
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from capabilities.browser.page_ops import CLICK_TIMEOUT_MS, parse_request  # noqa: E402
+from capabilities.browser.page_tool import execute  # noqa: E402
+from capabilities.browser.tabs import TabRegistry  # noqa: E402
+from capabilities.session import read_session  # noqa: E402
+
+CODEDESK = str(Path(sys.executable).with_name("codedesk"))
+PAGE = """<title>bench</title>
+<input id="name" autocomplete="off">
+<button id="count" onclick="this.textContent = String(Number(this.textContent) + 1)">0</button>"""
+STEPS = 50
+
+
+def operations() -> list[dict]:
+    ops = []
+    for i in range(STEPS):
+        match i % 3:
+            case 0:
+                ops.append({"type": "evaluate", "params": {"script": "document.querySelector('#count').textContent"}})
+            case 1:
+                ops.append({"type": "click", "params": {"selector": "#count"}})
+            case 2:
+                ops.append({"type": "type", "params": {"selector": "#name", "text": "ab"}})
+    return ops
+
+
+async def direct(page, ops: list[dict]) -> None:
+    """The same steps as browser_execute runs them, written directly against Playwright."""
+    for op in ops:
+        p = op["params"]
+        match op["type"]:
+            case "evaluate":
+                await page.evaluate(p["script"])
+            case "click":
+                await page.click(p["selector"], timeout=CLICK_TIMEOUT_MS)
+            case "type":
+                await page.click(p["selector"], timeout=CLICK_TIMEOUT_MS)
+                await page.keyboard.type(p["text"], delay=0)
+
+
+def server_params(env: dict) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=["-m", "capabilities.browser"], env=env, cwd=str(REPO))
+
+
+async def first_call(env: dict) -> tuple[float, float]:
+    """(spawn to initialized, spawn to the first browser_execute result) in seconds."""
+    start = time.perf_counter()
+    async with stdio_client(server_params(env)) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        initialized = time.perf_counter() - start
+        result = await session.call_tool(
+            "browser_execute", {"operations": [{"type": "url", "params": {}}], "tab": "bench-first"}
+        )
+        assert not result.is_error, result.content[0].text
+        return initialized, time.perf_counter() - start
+
+
+async def bench(data: Path, quick: bool, up_seconds: float | None) -> None:
+    runs = 3 if quick else 10
+    env = {**os.environ, "CODEDESK_DATA": str(data)}
+    info = read_session(data)
+
+    initialized, first = await first_call(env)
+    print(f"first call after session start: {first * 1000:.0f} ms from server spawn "
+          f"({initialized * 1000:.0f} ms to initialized)"
+          + (f"; session up took {up_seconds:.1f} s, so nothing-to-first-result {up_seconds + first:.1f} s"
+             if up_seconds is not None else ""))
+
+    ops = operations()
+    tool_args = {"operations": ops, "tab": "bench"}
+    setup = {"operations": [{"type": "setContent", "params": {"html": PAGE}}], "tab": "bench"}
+    request = parse_request(tool_args)
+    tool_ms, inproc_ms, direct_ms = [], [], []
+    registry = TabRegistry(load_session=lambda: info)
+    async with stdio_client(server_params(env)) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        async with async_playwright() as pw:
+            browser = await pw.chromium.connect_over_cdp(info.devtools_url)
+            page = await browser.contexts[0].new_page()
+            await page.set_content(PAGE)
+            await session.call_tool("browser_execute", setup)  # warm: tab open, page loaded
+            await execute(registry, parse_request({**setup, "tab": "bench-inproc"}))
+            await direct(page, ops)  # warm
+            for _ in range(runs):
+                await page.bring_to_front()  # as browser_execute does for its tab, untimed here
+                t = time.perf_counter()
+                await direct(page, ops)
+                direct_ms.append((time.perf_counter() - t) * 1000)
+
+                t = time.perf_counter()
+                result = await session.call_tool("browser_execute", tool_args)
+                tool_ms.append((time.perf_counter() - t) * 1000)
+                assert not result.is_error, result.content[0].text[:500]
+
+                t = time.perf_counter()
+                report = await execute(registry, parse_request({**tool_args, "tab": "bench-inproc"}))
+                inproc_ms.append((time.perf_counter() - t) * 1000)
+                assert not report.is_error, report.summary()
+            await page.close()
+    await registry.aclose()
+
+    base = statistics.median(direct_ms)
+    print(f"{STEPS} steps, median of {runs} runs:")
+    print(f"  Playwright directly (baseline)       {base:8.1f} ms")
+    tool = statistics.median(tool_ms)
+    print(f"  browser_execute over MCP stdio       {tool:8.1f} ms   ratio {tool / base:.3f}  (target <= 1.10)")
+    inproc = statistics.median(inproc_ms)
+    print(f"  browser_execute in-process execute() {inproc:8.1f} ms   ratio {inproc / base:.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer runs (a smoke run)")
+    parser.add_argument("--data", type=Path, help="data dir of a running session (default: start one)")
+    args = parser.parse_args()
+    if args.data is not None:
+        anyio.run(bench, args.data, args.quick, None)
+        return
+    data = Path(tempfile.mkdtemp(prefix="bench-browser-"))
+    data.chmod(0o755)  # the desktop user must reach it
+    start = time.perf_counter()
+    subprocess.run([CODEDESK, "desktop", "up", "--data", str(data)], check=True, stdout=subprocess.DEVNULL)
+    up_seconds = time.perf_counter() - start
+    try:
+        anyio.run(bench, data, args.quick, up_seconds)
+    finally:
+        subprocess.run([CODEDESK, "desktop", "down", "--data", str(data)], check=False, stdout=subprocess.DEVNULL)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
