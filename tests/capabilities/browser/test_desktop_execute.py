@@ -287,14 +287,24 @@ def test_held_keys_and_buttons_are_released_when_a_step_fails(
     width, height = size.result(1), size.result(2)
     # The region is on the screen when the call is checked; the screen shrinks during the
     # sleep (as when a viewer resizes), so grabbing it fails at run time.
-    shrink = threading.Timer(0.5, screen_resizer, (width - 256, height - 200))
+    def shrink_once_keys_are_down() -> None:
+        watcher = XProbe(browser_desktop.info)
+        try:
+            deadline = time.monotonic() + 30
+            while not watcher.keys_down() and time.monotonic() < deadline:
+                time.sleep(0.02)
+        finally:
+            watcher.close()
+        screen_resizer(width - 256, height - 200)
+
+    shrink = threading.Thread(target=shrink_once_keys_are_down)
     shrink.start()
     try:
         run = desktop([
             {"type": "mouse.setPosition", "params": {"x": 5, "y": 5}},
             {"type": "keyboard.pressKey", "params": {"keys": ["LeftShift", "LeftControl"]}},
             {"type": "mouse.pressButton", "params": {"button": "MIDDLE"}},
-            {"type": "sleep", "params": {"ms": 2500}},
+            {"type": "sleep", "params": {"ms": 3000}},
             {"type": "screen.grabRegion",
              "params": {"left": width - 100, "top": height - 100, "width": 100, "height": 100}},
             {"type": "mouse.getPosition"},
