@@ -1,9 +1,11 @@
 """Benchmark the exec capability server over stdio, against baselines measured in the same run.
 
-- exec -> "started": latency of starting `true`, beside the server's cheapest round trip
-  (stream_logs of a finished command) and a bare subprocess.Popen of `true` in this process.
-- stream_logs throughput: reading a 100 MB log from offset 0 to the end, beside reading the
-  same file directly in this process in the same chunk size.
+- exec -> "started": latency of starting `true`, beside a bare MCP call over stdio with the
+  same SDK (a baseline server in this file answering a tiny JSON text) and a bare
+  subprocess.Popen of `true` in this process.
+- stream_logs throughput: reading a 100 MB log from offset 0 to the end, beside the same SDK
+  carrying the same number of same-sized JSON text results from the baseline server (the
+  transport's floor), and beside reading the file directly in this process.
 - exit -> completed visible: from the moment a program exits (it prints the time as its last
   act) to the moment stream_logs first reports `completed:0`, polling back to back; beside the
   round trip of one stream_logs call (the polling granularity).
@@ -39,6 +41,35 @@ def median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
 
+def serve_baseline() -> None:
+    """The baseline server: one tool, `chunk {size}`, answering JSON text shaped like stream_logs."""
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
+
+    line = "a line of log output, fifty bytes long, more or l\n"
+    cache: dict[int, str] = {}
+
+    async def list_tools(ctx, params) -> types.ListToolsResult:
+        schema = {"type": "object", "properties": {"size": {"type": "integer"}}, "required": ["size"]}
+        return types.ListToolsResult(tools=[types.Tool(name="chunk", input_schema=schema)])
+
+    async def call_tool(ctx, params) -> types.CallToolResult:
+        size = int(params.arguments["size"])
+        if size not in cache:
+            logs = (line * (size // len(line) + 1))[:size]
+            cache[size] = json.dumps({"logs": logs, "next_offset": size, "status": "completed:0", "more": False})
+        return types.CallToolResult(content=[types.TextContent(type="text", text=cache[size])])
+
+    server = Server("baseline", on_list_tools=list_tools, on_call_tool=call_tool)
+
+    async def run() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(run)
+
+
 async def bench(quick: bool) -> None:
     rounds = 20 if quick else 200
     log_mb = 10 if quick else 100
@@ -47,8 +78,15 @@ async def bench(quick: bool) -> None:
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "capabilities.exec"], env={"CODEDESK_DATA": str(data)}, cwd=str(REPO)
     )
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+    baseline_params = StdioServerParameters(command=sys.executable, args=[__file__, "--baseline-server"], cwd=str(REPO))
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(read, write) as session,
+        stdio_client(baseline_params) as (bread, bwrite),
+        ClientSession(bread, bwrite) as baseline,
+    ):
         await session.initialize()
+        await baseline.initialize()
 
         async def call(tool: str, args: dict) -> dict:
             result = await session.call_tool(tool, args)
@@ -63,11 +101,14 @@ async def bench(quick: bool) -> None:
         # -- exec -> started ----------------------------------------------------------------
         done = (await call("exec", {"bin": "true", "timeout": 10}))["id"]
         await finish(done)
-        round_trip, started, popen = [], [], []
+        round_trip, bare, started, popen = [], [], [], []
         for _ in range(rounds):
             t = time.perf_counter()
             await call("stream_logs", {"id": done, "offset": 0})
             round_trip.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            await baseline.call_tool("chunk", {"size": 10})
+            bare.append(time.perf_counter() - t)
             t = time.perf_counter()
             r = await call("exec", {"bin": "true", "timeout": 10})
             started.append(time.perf_counter() - t)
@@ -76,8 +117,9 @@ async def bench(quick: bool) -> None:
             subprocess.Popen(["true"], stdin=subprocess.DEVNULL, start_new_session=True).wait()
             popen.append(time.perf_counter() - t)
         print(f"exec -> started          median {median_ms(started):7.2f} ms  ({rounds} calls)")
-        print(f"  baseline stream_logs round trip {median_ms(round_trip):7.2f} ms   ratio {statistics.median(started) / statistics.median(round_trip):.2f}x")
+        print(f"  baseline bare MCP call          {median_ms(bare):7.2f} ms   ratio {statistics.median(started) / statistics.median(bare):.2f}x")
         print(f"  baseline Popen(true).wait()     {median_ms(popen):7.2f} ms")
+        print(f"  (stream_logs of a short log     {median_ms(round_trip):7.2f} ms)")
 
         # -- stream_logs throughput -------------------------------------------------------
         size = log_mb * 1000 * 1000
@@ -101,8 +143,13 @@ async def bench(quick: bool) -> None:
             while log.read(CHUNK_BYTES):
                 pass
         direct = time.perf_counter() - t
+        t = time.perf_counter()
+        for _ in range(calls):
+            await baseline.call_tool("chunk", {"size": CHUNK_BYTES})
+        carried = time.perf_counter() - t
         print(f"stream_logs {log_mb} MB        {size / MB / streamed:7.1f} MB/s ({calls} calls, {streamed:.2f} s)")
-        print(f"  baseline direct file read       {size / MB / direct:7.1f} MB/s   ratio {streamed / direct:.1f}x slower")
+        print(f"  baseline SDK carrying {calls} x 1 MiB {calls * CHUNK_BYTES / MB / carried:7.1f} MB/s   ratio {streamed / carried:.2f}x")
+        print(f"  baseline direct file read       {size / MB / direct:7.1f} MB/s")
 
         # -- exit -> completed visible ------------------------------------------------------
         delays = []
@@ -117,6 +164,7 @@ async def bench(quick: bool) -> None:
             delays.append(seen - float(r["logs"]))
         print(f"exit -> completed visible median {median_ms(delays):7.2f} ms  ({exits} runs, polling back to back)")
         print(f"  baseline stream_logs round trip {median_ms(round_trip):7.2f} ms   ratio {statistics.median(delays) / statistics.median(round_trip):.2f}x")
+        print(f"  baseline bare MCP call          {median_ms(bare):7.2f} ms")
     for item in (data / "exec").iterdir():
         item.unlink()
     (data / "exec").rmdir()
@@ -126,7 +174,10 @@ async def bench(quick: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a fast smoke run (10 MB log, fewer rounds)")
+    parser.add_argument("--baseline-server", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.baseline_server:
+        return serve_baseline()
     os.chdir(REPO)
     anyio.run(bench, args.quick)
 

@@ -113,10 +113,11 @@ class LogStore:
         return self.root / f"{command_id}.json"
 
     def create(self, make_record) -> tuple[CommandRecord, int]:
-        """Reserve a fresh id, write its record and open its log for appending.
+        """Reserve a fresh id and open its log for appending.
 
-        `make_record(id)` builds the record. Returns it with the log's file descriptor
-        (close-on-exec; the caller hands it to the program and then closes it).
+        `make_record(id)` builds the record; the caller saves it once it knows the program's
+        pid. Returns it with the log's file descriptor (close-on-exec; the caller hands it to
+        the program and then closes it).
         """
         while True:
             command_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(4)
@@ -129,9 +130,7 @@ class LogStore:
                 )
             except FileExistsError:
                 continue
-            record = make_record(command_id)
-            self.save(record)
-            return record, fd
+            return make_record(command_id), fd
 
     def save(self, record: CommandRecord) -> None:
         path = self._record_path(record.id)

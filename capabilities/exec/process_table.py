@@ -257,11 +257,9 @@ class ProcessTable:
         record, log_fd = self.store.create(make_record)
         try:
             if executable is None:
-                self.store.note(record.id, f"{request.bin!r} was not found (PATH={env.get('PATH', '')})")
-                return self.store.settle(record.id, "failed:not found")
+                return self._not_started(record, "not found", f"{request.bin!r} was not found (PATH={env.get('PATH', '')})")
             if os.path.isdir(executable) or not os.access(executable, os.X_OK):
-                self.store.note(record.id, f"{executable} is not an executable file")
-                return self.store.settle(record.id, "failed:permission denied")
+                return self._not_started(record, "permission denied", f"{executable} is not an executable file")
             env[MARKER_VAR] = record.id
             try:
                 process = subprocess.Popen(
@@ -276,8 +274,7 @@ class ProcessTable:
                 )
             except OSError as exc:
                 reason = "not found" if isinstance(exc, FileNotFoundError) else (exc.strerror or str(exc)).lower()
-                self.store.note(record.id, f"could not start {request.bin!r}: {exc}")
-                return self.store.settle(record.id, f"failed:{reason}")
+                return self._not_started(record, reason, f"could not start {request.bin!r}: {exc}")
         finally:
             os.close(log_fd)
         record.pid = process.pid
@@ -286,6 +283,12 @@ class ProcessTable:
         command = Command(record=record, process=process)
         self._running[record.id] = command
         self._tasks.start_soon(self._watch, command)
+        return record
+
+    def _not_started(self, record: CommandRecord, reason: str, message: str) -> CommandRecord:
+        self.store.note(record.id, message)
+        record.status, record.ended_at = f"failed:{reason}", time.time()
+        self.store.save(record)
         return record
 
     async def _watch(self, command: Command) -> None:

@@ -88,6 +88,7 @@ def test_logs_older_than_seven_days_are_removed_on_start(start_exec_server, tmp_
         )
         with open(fd, "w") as log:
             log.write(f"{name}\n")
+        store.save(record)
         kept[name] = record.id
     server = start_exec_server(data)
     assert server.follow(kept["recent"]) == ("completed:0", "recent\n")
