@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -124,6 +125,9 @@ def up(data: Path, viewer_host: str = "127.0.0.1", viewer_port: int = 0, view_on
         _wait_for_session(data, deadline)
         _print_up(data, as_json, already=True)
         return 0
+    if layout.state_file.exists():
+        # A supervisor died without `down`: stop what it left (its Chromium holds the profile).
+        _cleanup_after(layout, _read_state(layout))
     layout.logs.mkdir(exist_ok=True)
     r, w = os.pipe()
     argv = [sys.executable, "-m", "runtime.desktop", "_supervise", "--data", str(data),
@@ -174,24 +178,28 @@ def down(data: Path, timeout: float = 30.0) -> int:
         if procs.pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
     if state:
-        # The supervisor died without cleaning up: stop what it left behind.
-        devtools = state.get("ports", {}).get("devtools")
-        if devtools:
-            procs.stop_chromium(layout.chrome, f"http://127.0.0.1:{devtools}")
-        procs.kill_marked(state["session_id"], layout.chrome)
-        display = state.get("display", "")
-        if display.startswith(":"):
-            procs.remove_stale_x_lock(int(display[1:]))
-        for path in (data / "session.json", layout.state_file):
-            path.unlink(missing_ok=True)
-        run_dir = state.get("run_dir")
-        if run_dir and Path(run_dir).name.startswith("codedesk-"):
-            import shutil
-            shutil.rmtree(run_dir, ignore_errors=True)
+        _cleanup_after(layout, state)
         print(f"desktop session at {data} stopped")
     else:
         print(f"no desktop session running at {data}")
     return 0
+
+
+def _cleanup_after(layout: SessionLayout, state: dict | None) -> None:
+    """Stop whatever a session left behind when its supervisor did not (it was killed)."""
+    if state:
+        devtools = state.get("ports", {}).get("devtools")
+        if devtools:
+            procs.stop_chromium(layout.chrome, f"http://127.0.0.1:{devtools}")
+        procs.kill_marked(state.get("session_id", ""), layout.chrome)
+        display = state.get("display", "")
+        if display.startswith(":") and display[1:].isdigit():
+            procs.remove_stale_x_lock(int(display[1:]))
+        run_dir = state.get("run_dir")
+        if run_dir and Path(run_dir).name.startswith("codedesk-"):
+            shutil.rmtree(run_dir, ignore_errors=True)
+    for path in (layout.data / "session.json", layout.state_file):
+        path.unlink(missing_ok=True)
 
 
 def status(data: Path) -> dict:

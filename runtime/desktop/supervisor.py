@@ -244,6 +244,7 @@ class Supervisor:
     # ----------------------------------------------------------------- parts
     def _spawn(self, part: Part, pass_fds: tuple[int, ...] = ()) -> None:
         logf = open(self.layout.logs / f"{part.name}.log", "ab")
+        os.fchmod(logf.fileno(), 0o600)  # websockify logs request lines, secret included
         self._logs.append(logf)
         env = self.env or {procs.MARKER: self.session_id, "PATH": "/usr/bin:/bin",
                            "HOME": str(self.layout.home), "XDG_RUNTIME_DIR": str(self.run_dir)}

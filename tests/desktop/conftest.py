@@ -115,10 +115,12 @@ def viewer_browser(playwright):
 
 @pytest.fixture(scope="module")
 def private_session():
-    """A session of this module's own, for tests that kill parts or stop and restart it."""
+    """A session of this module's own, for tests that kill parts or stop and restart it.
+
+    Started view-only, so the option is exercised too."""
     data = make_data_dir("codedesk-test-private-")
     try:
-        result = run_desktop_cli("up", "--data", str(data), check=False)
+        result = run_desktop_cli("up", "--data", str(data), "--view-only", check=False)
         assert result.returncode == 0, result.stdout + result.stderr
         yield DesktopSession(data_dir=data, info=read_session(data),
                              env={"CODEDESK_DATA": str(data)})

@@ -47,6 +47,14 @@ def test_another_session_picks_its_own_display_and_ports(private_session, deskto
     assert a.viewer_url.split("/viewer")[0] != b.viewer_url.split("/viewer")[0]
 
 
+def test_view_only_session_runs_its_vnc_server_view_only(private_session):
+    """`up --view-only` lets people watch without touching the mouse and keyboard."""
+    assert private_session.info.extra["view_only"] is True
+    pid = status_of(private_session)["parts"]["x11vnc"]["pid"]
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert b"-viewonly" in argv
+
+
 def _kill_part_and_wait(session, name: str) -> tuple[int, int]:
     old = status_of(session)["parts"][name]["pid"]
     os.kill(old, signal.SIGKILL)
@@ -89,6 +97,21 @@ def test_killed_xvfb_is_restarted_with_the_desktop(private_session):
     st = status_of(private_session)
     for name in ("xfwm4", "xfce4-panel", "x11vnc"):
         assert st["parts"][name]["running"], name
+
+
+def test_up_after_the_supervisor_was_killed_replaces_what_it_left(private_session):
+    """A killed supervisor must not leave a second desktop fighting over the profile."""
+    old = status_of(private_session)
+    old_xvfb = old["parts"]["xvfb"]["pid"]
+    os.kill(old["supervisor_pid"], signal.SIGKILL)
+    wait_until(lambda: not procs.pid_alive(old["supervisor_pid"]), what="the supervisor gone")
+    private_session.desktop_cli("up")
+    info = private_session.reload()
+    new = status_of(private_session)
+    assert new["running"] and new["supervisor_pid"] != old["supervisor_pid"]
+    assert not procs.pid_alive(old_xvfb)
+    assert len(procs.chromium_pids(info.chrome_profile, main_only=True)) == 1
+    assert _devtools_up(info)
 
 
 def test_down_then_up_keeps_a_cookie_and_leaves_no_x_lock(private_session, pages_server):

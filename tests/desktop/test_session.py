@@ -72,6 +72,25 @@ def test_browser_launcher_runs_the_session_wrapper(desktop_session):
     assert f"--remote-debugging-port={info.devtools_url.rsplit(':', 1)[1]}" in script
 
 
+def test_browser_launcher_opens_a_window_of_the_session_chromium(desktop_session):
+    """The panel's browser opens a window of the same Chromium the agent drives (DevTools)."""
+    info = desktop_session.info
+    entry = info.home / ".config/xfce4/panel/launcher-3/codedesk-browser.desktop"
+    before_targets = {t["id"] for t in devtools_json(info) if t["type"] == "page"}
+    before_windows = {w["id"] for w in chromium_windows(info)}
+    subprocess.run(["gio", "launch", str(entry)], env=info.env, timeout=30, check=True,
+                   user=info.uid, group=info.gid, extra_groups=[], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    new = wait_until(lambda: [t for t in devtools_json(info)
+                              if t["type"] == "page" and t["id"] not in before_targets],
+                     timeout=30, what="a new page in the session's DevTools")
+    wait_until(lambda: [w for w in chromium_windows(info) if w["id"] not in before_windows],
+               what="a new Chromium window")
+    for target in new:
+        with urllib.request.urlopen(f"{info.devtools_url}/json/close/{target['id']}", timeout=5):
+            pass
+
+
 def test_terminal_launcher_opens_a_window_owned_by_the_desktop_user(desktop_session):
     """Programs started from the desktop run as the unprivileged user, never as root."""
     info = desktop_session.info
