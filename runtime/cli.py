@@ -97,24 +97,27 @@ def _load(config: str | None):  # noqa: ANN202 - keeps runtime.config import laz
 
 
 def _serve(args: argparse.Namespace) -> int:
+    token = None
+    if args.http is not None:
+        from runtime.auth import TOKEN_ENV, generate_token
+
+        token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or generate_token()
+        if not token.strip():
+            print("codedesk: --token must not be empty", file=sys.stderr)
+            return 2
+    servers = _load(args.config)
     from runtime import engines
 
-    engines.prepare("js")  # compiles QuickJS while the MCP SDK imports
+    engines.prepare("js")  # compiles QuickJS in a thread while the MCP SDK imports
     import anyio
 
-    servers = _load(args.config)
     if args.http is None:
         from runtime.server import serve_stdio
 
         anyio.run(serve_stdio, servers)
         return 0
-    from runtime.auth import TOKEN_ENV, generate_token
     from runtime.server import serve_http
 
-    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or generate_token()
-    if not token.strip():
-        print("codedesk: --token must not be empty", file=sys.stderr)
-        return 2
     host, port = args.http
     try:
         anyio.run(serve_http, servers, host, port, token)

@@ -1,0 +1,115 @@
+"""The `codedesk` command: serve, run, and the help texts (real subprocesses)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.runtime import CODEDESK, runtime_env, write_test_server_config
+
+
+def codedesk(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CODEDESK, *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """A data dir with a config adding the test server, and the env to run codedesk in it."""
+    data = tmp_path_factory.mktemp("cli")
+    write_test_server_config(data / "servers.json")
+    return data, runtime_env(data)
+
+
+def test_run_prints_result_as_the_agent_sees_it(workdir) -> None:
+    """`codedesk run FILE.js` prints console then value, and artifacts as one-line summaries."""
+    data, env = workdir
+    script = data / "ok.js"
+    script.write_text('console.log("hi");\nconst r = await mcp.callTool("test", "image", {});\nartifact(r.content[1]);\n6 * 7\n')
+    done = codedesk("run", str(script), "--config", str(data / "servers.json"), env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[:2] == ["hi", "42"]
+    assert done.stdout.splitlines()[2].startswith("[image artifact: image/png")
+
+
+def test_run_exits_1_on_error_result(workdir) -> None:
+    """A failed run prints the error with its line and exits with status 1."""
+    data, env = workdir
+    script = data / "bad.py"
+    script.write_text('print("start")\nraise RuntimeError("nope")\n')
+    done = codedesk("run", str(script), env=env)
+    assert done.returncode == 1
+    assert "start\nError: thrown error at line 2" in done.stdout and "RuntimeError: nope" in done.stdout
+
+
+def test_run_refuses_other_file_types(workdir) -> None:
+    """Only .js and .py scripts are run; anything else is refused with exit status 2."""
+    data, env = workdir
+    (data / "notes.txt").write_text("1")
+    done = codedesk("run", str(data / "notes.txt"), env=env)
+    assert done.returncode == 2 and "expected a .js or .py file" in done.stderr
+
+
+def test_bad_config_file_is_reported(workdir) -> None:
+    """A malformed --config names the file and the entry instead of a traceback."""
+    data, env = workdir
+    (data / "broken.json").write_text('{"mcpServers": {"x": {"nothing": 1}}}')
+    (data / "one.js").write_text("1")
+    done = codedesk("run", str(data / "one.js"), "--config", str(data / "broken.json"), env=env)
+    assert done.returncode == 2 and "mcpServers.x needs either 'command'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_help_texts_say_what_the_commands_do() -> None:
+    """--help explains the transports, the token, and what run prints."""
+    top = codedesk("--help")
+    assert top.returncode == 0 and "serve" in top.stdout and "run" in top.stdout and "desktop" in top.stdout
+    serve = codedesk("serve", "--help").stdout
+    assert "streamable HTTP" in serve and "Authorization: Bearer" in serve and "--config" in serve
+    assert "as the agent would see it" in codedesk("run", "--help").stdout
+
+
+def test_http_refuses_an_empty_token(workdir) -> None:
+    """The HTTP transport never runs without a secret."""
+    _, env = workdir
+    done = codedesk("serve", "--http", "127.0.0.1:0", "--token", "", env=env, timeout=60)
+    assert done.returncode == 2 and "--token must not be empty" in done.stderr
+
+
+def test_http_address_must_be_host_and_port() -> None:
+    """A malformed --http value is refused with the expected form."""
+    done = codedesk("serve", "--http", "8765")
+    assert done.returncode == 2 and "expected HOST:PORT" in done.stderr
+
+
+def test_http_serve_prints_url_and_generated_token(workdir) -> None:
+    """Without --token or $CODEDESK_TOKEN a random token is generated and printed with the MCP URL."""
+    _, env = workdir
+    env = {k: v for k, v in env.items() if k != "CODEDESK_TOKEN"}
+    process = subprocess.Popen([CODEDESK, "serve", "--http", "127.0.0.1:0"], env=env,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        lines = [process.stderr.readline() for _ in range(4)]
+    finally:
+        process.terminate()
+        process.wait(30)
+        assert process.stderr is not None
+        process.stderr.close()
+    assert lines[1].strip().startswith("MCP URL: http://127.0.0.1:") and lines[1].strip().endswith("/mcp")
+    token = lines[2].split("token:")[1].strip()
+    assert len(token) >= 24 and f"Authorization: Bearer {token}" in lines[3]
+
+
+def test_desktop_subcommand_is_dispatched() -> None:
+    """`codedesk desktop ...` reaches the desktop module's own CLI."""
+    done = codedesk("desktop", "--help")
+    assert done.returncode == 0 and "up" in done.stdout and "status" in done.stdout
+
+
+def test_runtime_fixture_offers_builtin_servers(runtime) -> None:
+    """The shared `runtime` fixture serves the built-in capability servers (browser, exec, documents)."""
+    out = runtime.run_js('try { await mcp.callTool("nope", "x", {}) } catch (e) { e.message }')
+    assert out.text == "unknown server 'nope'; available servers: browser, documents, exec"
+
