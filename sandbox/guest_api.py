@@ -1,10 +1,11 @@
 """The guest-side API of run_py. This file runs INSIDE the wasm CPython, never on the host.
 
 It is sent as the source of the session's first turn and installs `__codedesk__` in
-`sys.modules`; each run is then the one-line turn `__codedesk__.run(<code>)`. Everything the
-guest says to the host goes through the single host tool `codedesk` as one JSON frame:
-console lines ride along with every frame (and are flushed every few KB), so the host sees
-output in order, with its level, as it is produced.
+`sys.modules`; each run is then the one-line turn `__codedesk__.run(<code>, ...)`. During a
+run the guest talks to the host through the single host tool `codedesk`, one JSON frame each
+way: console lines ride along with every frame (and are flushed every few KB), so the host sees
+output in order, with its level, as it is produced. The run's outcome is written to the real
+stdout after a marker the host chose.
 """
 
 import ast
@@ -239,9 +240,10 @@ def _execute(code, namespace):
 _namespace = None
 
 
-def run(code, max_output_bytes):
-    """Run one script in the session's namespace (made on first use): its value, or its
-    error, goes to the host in the final frame."""
+def run(code, max_output_bytes, marker):
+    """Run one script in the session's namespace (made on first use). Its value or error,
+    with the console lines not yet sent, goes to the host after `marker` on the real
+    stdout: no tool round trip for a run that makes no call."""
     global _namespace
     if _namespace is None:
         _namespace = {"__name__": "__main__", "__builtins__": builtins, "mcp": mcp,
@@ -249,7 +251,7 @@ def run(code, max_output_bytes):
     namespace = _namespace
     _console.reset(max_output_bytes)
     sys.stdout, sys.stderr = _Stream("log"), _Stream("error")
-    result = {"op": "finish"}
+    result = {}
     try:
         result["value"] = _describe(_execute(code, namespace))
     except SystemExit as exc:
@@ -267,10 +269,9 @@ def run(code, max_output_bytes):
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
     _console.finish()
     result["cut"] = [_console.cut_bytes, _console.cut_lines]
-    try:
-        _frame(result)
-    except BaseException:  # the host already knows why (a trap or a cancellation)
-        pass
+    result["console"] = _console.take()
+    sys.__stdout__.write("\n" + marker + json.dumps(result) + "\n")
+    sys.__stdout__.flush()
 
 
 _module = types.ModuleType("__codedesk__")

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import time
 from importlib.resources import files
 from typing import Any
 
 import quickjs_rs
+from quickjs_rs import UNDEFINED
 
 from sandbox._host import ArtifactBox, ConsoleCapture, ToolBridge
 from sandbox.result import CallTool, JsLimits, ListTools, OnConsole, RunError, RunResult
@@ -126,7 +128,7 @@ class _Vm:
             self.ctx.register("__host", self._host, is_async=False)
             self.ctx.register("__host_next", self._next, is_async=True)
             with self.ctx.eval_handle(_BOOT) as api:
-                self.describe = api.get("describe")
+                self.settle = api.get("settle")
                 self.finish = api.get("finish")
         except BaseException:
             self.rt.close()
@@ -139,7 +141,7 @@ class _Vm:
         if op == "submit":
             run.submit(a)
         elif op == "mark":
-            run.used_loop = True
+            run.touched = True
         elif op == "console":
             for level, text in json.loads(a):
                 run.console.add(str(level), str(text))
@@ -164,7 +166,7 @@ class _Vm:
             pass  # a VM that cannot run any more: keep what already arrived
 
     def close(self) -> None:
-        self.describe.dispose()
+        self.settle.dispose()
         self.finish.dispose()
         self.ctx.close()
         self.rt.close()
@@ -187,7 +189,7 @@ class _JsRun:
         self.artifacts = ArtifactBox(limits.max_artifacts, limits.max_artifact_bytes)
         self.bridge = ToolBridge(call_tool, list_tools, limits.max_tool_calls)
         self.uncaught: RunError | None = None
-        self.used_loop = False  # a call, listing or timer was started
+        self.touched = False  # the script used calls, timers or the console
 
     def submit(self, ops_json: str) -> None:
         for op in json.loads(ops_json):
@@ -210,11 +212,13 @@ class _JsRun:
         vm.run = self
         try:
             value, error = await self._evaluate(vm)
-            vm.flush_console()
+            if error is not None and self.touched:
+                vm.flush_console()
         finally:
             vm.run = None
             await self.bridge.close()
-            vm.close()
+            # after the result is handed back: closing a VM is a few wasm calls
+            asyncio.get_running_loop().call_soon(vm.close)
         if error is None and self.uncaught is not None:
             error = self.uncaught
         if error is None and value is not None:
@@ -248,14 +252,16 @@ class _JsRun:
                     # errors, at a fraction of the cost of driving a promise.
                     handle = ctx.eval_handle(self.code)
                 with handle:
-                    # Drain before anything else touches the VM: only eval_async may run the
-                    # guest's pending jobs, which may start more calls and timers.
-                    if self.used_loop:
+                    text = self._settle(vm, handle)
+                    if text is None:
+                        # Calls or timers are pending. Only eval_async may run the guest's
+                        # jobs, which may start more of them: drain, then describe.
                         left = max(0.001, limits.timeout_seconds - (time.monotonic() - started))
                         with await ctx.eval_handle_async(_DRAIN, timeout=left):
                             pass
-                    with vm.describe.call(handle) as described:
-                        text = described.to_python()
+                        text = self._settle(vm, handle)
+                    if text is None:
+                        raise quickjs_rs.QuickJSError("the event loop did not drain")
         except TimeoutError:  # builtins.TimeoutError, from asyncio.timeout: wall time is up
             return None, _timeout_error(limits)
         except quickjs_rs.TimeoutError:
@@ -275,6 +281,21 @@ class _JsRun:
         if guard.expired():  # the script caught the cancellation and carried on
             return None, _timeout_error(limits)
         return json.loads(text).get("value"), None
+
+    def _settle(self, vm: _Vm, handle: quickjs_rs.Handle) -> str | None:
+        """The value as JSON once nothing is pending, else None. A plain value with nothing
+        else to collect is read directly, without a call into the guest."""
+        if not self.touched:
+            kind = handle.type_of
+            if kind in ("string", "boolean", "null", "undefined") or kind == "number":
+                value = handle.to_python()
+                if value is UNDEFINED:
+                    return "{}"
+                if not (isinstance(value, float) and not math.isfinite(value)):
+                    return json.dumps({"value": value})
+        with vm.settle.call(handle) as settled:
+            text = settled.to_python()
+        return text or None
 
 
 def _needs_async(code: str) -> bool:

@@ -5,7 +5,7 @@
 //
 // Host functions (removed from globalThis here, kept in this closure):
 //   __host(op, a, b, c)  sync: "submit" (a JSON list of {op: "call"|"list"|"timer"|"clear",
-//                        id, ...}), "mark" (a batch is coming), "console" (a JSON list of
+//                        id, ...}), "mark" (the run used calls, timers or the console), "console" (a JSON list of
 //                        [level, text]; returns "full" once the output limit is reached),
 //                        "cut" (bytes, lines dropped here after "full"), "artifact" (JSON;
 //                        returns "" or why not), "uncaught" (name, message, stack: an error
@@ -45,9 +45,19 @@ function scheduleFlush() {
   }
 }
 
+// Tell the host once per run that the script used the event loop or the console, so it
+// settles the run through the guest rather than reading a plain value directly.
+let marked = false;
+function mark() {
+  if (!marked) {
+    marked = true;
+    host("mark");
+  }
+}
+
 function submit(op) {
   queue.push(op);
-  if (!flushScheduled) host("mark"); // the host must drive the event loop after the script
+  mark();
   scheduleFlush();
 }
 
@@ -272,6 +282,7 @@ for (const level of ["log", "info", "warn", "error", "debug"]) {
       cutLines++;
       return;
     }
+    mark();
     consoleQueue.push([level, text]);
     consoleQueued += text.length;
     if (consoleQueued > 65536) flushConsole();
@@ -377,4 +388,12 @@ function describe(v) {
   return JSON.stringify({ value: inspect(v) });
 };
 
-return { describe, finish };
+// After the top level: send what is left of the console and, when no call or timer is left,
+// the description of the value; "" means work is pending and the host must drain first.
+function settle(v) {
+  finish();
+  if (outstanding > 0 || waiting || queue.length) return "";
+  return describe(v);
+}
+
+return { settle, finish };

