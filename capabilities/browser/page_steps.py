@@ -68,8 +68,21 @@ async def run_step(page: Page, op: Any, images: Images, shoot: Shooter) -> Any:
     """Run one validated operation; returns its result or raises `StepFailed`."""
     try:
         return await _dispatch(page, op, images, shoot)
+    except PlaywrightTimeout as exc:
+        selector = getattr(op.params, "selector", None)
+        present = await _matches(page, selector) if selector else None
+        raise StepFailed(explain(op, exc, present=present)) from exc
     except PlaywrightError as exc:
         raise StepFailed(explain(op, exc)) from exc
+
+
+async def _matches(page: Page, selector: str) -> bool | None:
+    """Whether anything matches the selector now (None if that cannot be told): on a timeout it
+    tells 'no such element' from 'there, but hidden or disabled'."""
+    try:
+        return await page.locator(selector).count() > 0
+    except PlaywrightError:
+        return None
 
 
 async def _dispatch(page: Page, op: Any, images: Images, shoot: Shooter) -> Any:
@@ -144,8 +157,11 @@ _CLOSED = ("Target page, context or browser has been closed", "Target closed", "
            "has been closed", "Session closed")
 
 
-def explain(op: Any, exc: PlaywrightError) -> str:
-    """Playwright's error for `op` as a reason that says what went wrong and what to try."""
+def explain(op: Any, exc: PlaywrightError, *, present: bool | None = None) -> str:
+    """Playwright's error for `op` as a reason that says what went wrong and what to try.
+
+    `present`: after a timeout, whether an element matched the step's selector (None: unknown,
+    judged from Playwright's call log)."""
     message = exc.message or str(exc)
     head = message.split("\nCall log:", 1)[0].strip()
     head = re.sub(r"^\w+\.\w+: ", "", head)  # "Page.click: ..." -> "..."
@@ -158,7 +174,7 @@ def explain(op: Any, exc: PlaywrightError) -> str:
     if selector and ("while parsing" in head or "Unknown engine" in head or "is not a valid selector" in head):
         return f"{selector!r} is not a valid selector ({head}); use CSS, text=..., role=... or xpath=..."
     if isinstance(exc, PlaywrightTimeout):
-        return _explain_timeout(op, log)
+        return _explain_timeout(op, log, "resolved to" in log if present is None else present)
     match op:
         case ops.Navigate():
             if "invalid URL" in head:
@@ -179,7 +195,7 @@ def explain(op: Any, exc: PlaywrightError) -> str:
     return head or "Playwright failed without a message"
 
 
-def _explain_timeout(op: Any, log: str) -> str:
+def _explain_timeout(op: Any, log: str, present: bool) -> str:
     p = op.params
     selector = getattr(p, "selector", None)
     if isinstance(op, ops.Navigate):
@@ -189,14 +205,14 @@ def _explain_timeout(op: Any, log: str) -> str:
         return f"the content did not finish loading within {ops.NAVIGATE_TIMEOUT_MS // 1000} s (a resource it loads may hang)"
     if isinstance(op, ops.Wait):
         seconds = _seconds(p.ms if p.ms is not None else ops.WAIT_DEFAULT_MS)
-        if "resolved to" in log:
+        if present:
             return (f"an element matches {selector!r} but it did not become visible within {seconds}; "
                     "check whether it is hidden, or wait for what reveals it")
         return f"no element matches {selector!r} within {seconds}; check the selector or wait for the page"
     if selector is None:
         return f"the step did not finish in time ({_last_line(log) or 'timeout'})"
     seconds = _seconds(ops.CLICK_TIMEOUT_MS)
-    if "resolved to" not in log:
+    if not present:
         return f"no element matches {selector!r} within {seconds}; check the selector or wait for the page"
     if "did not find some options" in log:
         return (f"the <select> matching {selector!r} has no option with value or label "

@@ -2,11 +2,8 @@
 
 Shared by both tool families; keep fixtures small and additive.
 
-- `browser_desktop` (session): the desktop session the server acts on: `desktop_session`
-  from tests/fixtures/session.py when that fixture exists, otherwise a minimal local
-  session (Xvfb + xfwm4 + Chromium with a DevTools port, session.json in a temp data dir).
-  Either way it has `.data_dir`, `.info` (SessionInfo) and `.env` (os.environ plus
-  CODEDESK_DATA), like `desktop_session`.
+- `browser_desktop` (session): the desktop session the server acts on, `desktop_session`
+  (`.data_dir`, `.info` SessionInfo, `.env` = os.environ plus CODEDESK_DATA).
 - `browser_server` (session): `python -m capabilities.browser` spawned over stdio with the
   SDK client against that session. Tests are synchronous: `.call(tool, args)` returns the
   `CallToolResult`; `.call_many([(tool, args), ...])` runs calls concurrently;
@@ -25,13 +22,8 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,16 +36,9 @@ import pytest
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from capabilities.session import SessionInfo, write_session
+from capabilities.session import SessionInfo
 
 REPO = Path(__file__).resolve().parents[3]
-CHROMIUM_FLAGS = [
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-quic",
-]
 
 
 class BrowserServer:
@@ -61,7 +46,11 @@ class BrowserServer:
 
     def __init__(self, env: dict[str, str], log_path: Path | None = None) -> None:
         self.env = env
-        self._log_path = log_path or Path(tempfile.mkstemp(prefix="browser-server-", suffix=".log")[1])
+        if log_path is None:
+            fd, name = tempfile.mkstemp(prefix="browser-server-", suffix=".log")
+            os.close(fd)
+            log_path = Path(name)
+        self._log_path = log_path
 
     def __enter__(self) -> "BrowserServer":
         self._log = open(self._log_path, "a")
@@ -121,89 +110,10 @@ class BrowserServer:
         return self._log_path.read_text()
 
 
-@dataclass
-class LocalDesktop:
-    data_dir: Path
-    info: SessionInfo
-    env: dict[str, str]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_port(port: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
-
-
-def _local_desktop(tmp: Path):
-    """Xvfb + xfwm4 + Chromium (no window, DevTools on loopback) and a session.json."""
-    data = tmp / "data"
-    (data / "chrome").mkdir(parents=True)
-    read_fd, write_fd = os.pipe()
-    xvfb = subprocess.Popen(
-        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1280x800x24", "-nolisten", "tcp"],
-        pass_fds=[write_fd], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    os.close(write_fd)
-    with os.fdopen(read_fd) as f:
-        display = ":" + f.readline().strip()
-    env = {**os.environ, "DISPLAY": display}
-    env.pop("WAYLAND_DISPLAY", None)
-    wm = subprocess.Popen(["xfwm4"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    port = _free_port()
-    command = [
-        "/usr/bin/chromium", *CHROMIUM_FLAGS, "--no-sandbox",
-        f"--remote-debugging-port={port}", "--remote-debugging-address=127.0.0.1",
-        f"--user-data-dir={data / 'chrome'}", "--no-startup-window",
-    ]
-    chromium = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
-    _wait_port(port, 20)
-    info = SessionInfo(
-        data_dir=data, display=display, env=env, devtools_url=f"http://127.0.0.1:{port}",
-        chromium_command=command, user="root", uid=0, gid=0, home=Path.home(),
-    )
-    write_session(info)
-    return LocalDesktop(data_dir=data, info=info, env={**os.environ, "CODEDESK_DATA": str(data)}), [
-        chromium, wm, xvfb
-    ]
-
-
 @pytest.fixture(scope="session")
-def browser_desktop(request):
-    """The desktop session the browser server acts on (see the module docstring)."""
-    try:
-        yield request.getfixturevalue("desktop_session")
-        return
-    except pytest.FixtureLookupError:
-        pass
-    tmp = Path(tempfile.mkdtemp(prefix="codedesk-browser-"))
-    desktop, procs = _local_desktop(tmp)
-    try:
-        yield desktop
-    finally:
-        pid = session_chromium_pid(desktop.info)  # it may have been restarted by a test
-        if pid is not None:
-            os.kill(pid, signal.SIGTERM)
-        for proc in procs:
-            if proc.poll() is None:
-                proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+def browser_desktop(desktop_session):
+    """The desktop session the browser server acts on."""
+    return desktop_session
 
 
 @pytest.fixture(scope="session")
