@@ -10,8 +10,9 @@ wait for the exit code), so a command must not outlive its server unnoticed:
 - the server ends its running commands when it stops (stdin closed, SIGTERM, SIGINT, SIGHUP)
   and records them as `failed:interrupted`;
 - if the server is killed outright, the program's main process gets SIGKILL from the kernel
-  (PR_SET_PDEATHSIG, set by setpriv just before it execs the program), and whatever it started is found and killed by the next exec server on
-  this data directory, which also records the command as `failed:interrupted`.
+  (PR_SET_PDEATHSIG, set by setpriv just before it execs the program), and whatever it
+  started is found and killed by the next exec server on this data directory, which also
+  records the command as `failed:interrupted`.
 The log stays readable either way.
 
 Finding everything a command started. Each program runs in a new session (setsid), so its

@@ -38,12 +38,14 @@ def _no_nul(value: str, what: str) -> str:
 
 
 class ExecRequest(_Request):
-    """Start a program on the desktop and return at once with its id; follow it with stream_logs.
+    """Start a program on the desktop, as the desktop's user, and return at once with
+    {id, status: "started"}; follow it with stream_logs, search_logs and kill.
 
     No shell: `bin` is run directly and every item of `args` arrives exactly as written
     ("*.csv" and "$HOME" are not expanded). For pipes, redirection or globs run a shell as
     the program: {bin: "sh", args: ["-c", "ls *.csv | wc -l"], timeout: 10}.
-    stdout and stderr share one log. Programs get no keyboard input (stdin is empty).
+    stdout and stderr share one log, kept 7 days. Programs get no keyboard input (stdin is
+    empty). A program that cannot start reads failed:<reason> in stream_logs (e.g. failed:not found).
     """
 
     bin: str = Field(min_length=1, description="The program: a name found on PATH, or a path")

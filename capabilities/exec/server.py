@@ -8,6 +8,7 @@ whose JSON has an `error` message naming the field and what to do.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import signal
@@ -113,7 +114,7 @@ async def _list_tools(
 ) -> types.ListToolsResult:
     return types.ListToolsResult(
         tools=[
-            types.Tool(name=name, description=spec.model.__doc__, input_schema=input_schema(spec.model))
+            types.Tool(name=name, description=inspect.cleandoc(spec.model.__doc__ or ""), input_schema=input_schema(spec.model))
             for name, spec in TOOLS.items()
         ]
     )
