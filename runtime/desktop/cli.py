@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -130,13 +131,7 @@ def up(data: Path, viewer_host: str = "127.0.0.1", viewer_port: int = 0, view_on
         _cleanup_after(layout, _read_state(layout))
     layout.logs.mkdir(exist_ok=True)
     r, w = os.pipe()
-    argv = [sys.executable, "-m", "runtime.desktop", "_supervise", "--data", str(data),
-            "--viewer-host", viewer_host, "--viewer-port", str(viewer_port), "--ready-fd", str(w)]
-    if view_only:
-        argv.append("--view-only")
-    with open(layout.logs / "supervisor.log", "ab") as logf:
-        subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                         pass_fds=(w,), start_new_session=True, close_fds=True)
+    _start_supervisor(layout, w, viewer_host, viewer_port, view_only)
     os.close(w)
     try:
         buf = b""
@@ -162,6 +157,52 @@ def up(data: Path, viewer_host: str = "127.0.0.1", viewer_port: int = 0, view_on
         raise DesktopError(msg.get("error") or "the session failed to start")
     _print_up(data, as_json, already=False)
     return 0
+
+
+def _start_supervisor(layout: SessionLayout, ready_fd: int, viewer_host: str, viewer_port: int,
+                      view_only: bool) -> None:
+    """Run the supervisor detached (own session, stdio to its log), reporting on `ready_fd`.
+
+    It is forked from this process when that is safe (no other threads), which spares a
+    second interpreter start on the way to a ready desktop; otherwise a fresh interpreter.
+    """
+    from .supervisor import Options, run  # imported before forking, so only once
+
+    log_path = layout.logs / "supervisor.log"
+    if threading.active_count() > 1:
+        argv = [sys.executable, "-m", "runtime.desktop", "_supervise", "--data", str(layout.data),
+                "--viewer-host", viewer_host, "--viewer-port", str(viewer_port),
+                "--ready-fd", str(ready_fd)] + (["--view-only"] if view_only else [])
+        with open(log_path, "ab") as logf:
+            subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                             pass_fds=(ready_fd,), start_new_session=True, close_fds=True)
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        os.waitpid(pid, 0)  # the first child exits at once; the grandchild is the supervisor
+        return
+    code = 1
+    try:
+        os.setsid()
+        if os.fork():
+            os._exit(0)
+        null = os.open(os.devnull, os.O_RDONLY)
+        logfd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.dup2(null, 0)
+        os.dup2(logfd, 1)
+        os.dup2(logfd, 2)
+        # Keep nothing of the caller's but the ready pipe (a caller waiting for EOF on a pipe
+        # it gave us must not wait for the whole session).
+        os.closerange(3, ready_fd)
+        os.closerange(ready_fd + 1, 65536)
+        code = run(Options(layout.data, viewer_host, viewer_port, view_only), ready_fd)
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+    finally:
+        os._exit(code)
 
 
 def down(data: Path, timeout: float = 30.0) -> int:

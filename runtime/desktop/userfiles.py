@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import socket
 import struct
 from pathlib import Path
@@ -57,6 +56,10 @@ def _write(path: Path, text: str, mode: int = 0o644) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     path.chmod(mode)
+    _written_paths.add(path)
+
+
+_written_paths: set[Path] = set()
 
 
 def browser_desktop_entry(wrapper: Path) -> str:
@@ -84,7 +87,7 @@ def prepare_home(layout: SessionLayout, user: DesktopUser, browser_argv: list[st
     xfconf.mkdir(parents=True, exist_ok=True)
     src = image_dir() / "xfce"
     for name in ("xfce4-panel.xml", "xfwm4.xml", "xfce4-desktop.xml", "xfce4-session.xml"):
-        shutil.copyfile(src / name, xfconf / name)
+        _write(xfconf / name, (src / name).read_text())
 
     # The wrapper every "open a browser" path goes through: same binary, flags, profile and
     # DevTools port as the session's Chromium, so a link opens in the already-running instance.
@@ -115,7 +118,8 @@ def prepare_home(layout: SessionLayout, user: DesktopUser, browser_argv: list[st
         if system.exists():
             _write(panel / f"launcher-{plugin_id}" / desktop, system.read_text())
 
-    _chown_tree(home, user)
+    _track(home, home, *(p for p in _written_paths if home in p.parents))
+    _chown_written(home, user)
 
 
 def prepare_chrome_profile(layout: SessionLayout, user: DesktopUser) -> None:
@@ -138,16 +142,34 @@ def prepare_chrome_profile(layout: SessionLayout, user: DesktopUser) -> None:
     prefs_path.write_text(json.dumps(prefs))
     # A stale DevTools port from the previous run would mislead the readiness check.
     (layout.chrome / "DevToolsActivePort").unlink(missing_ok=True)
-    _chown_tree(layout.chrome, user)
+    _track(layout.chrome, layout.chrome, layout.downloads, prefs_path)
+    _chown_written(layout.chrome, user)
 
 
-def _chown_tree(root: Path, user: DesktopUser) -> None:
+def _chown_written(root: Path, user: DesktopUser) -> None:
+    """Give the desktop user what we wrote under `root` (and the folders leading to it).
+
+    Only the paths this module writes are visited: a home or profile that has grown large
+    costs nothing on the next `up`.
+    """
     if not user.switch:
         return
-    for dirpath, dirnames, filenames in os.walk(root):
-        os.chown(dirpath, user.uid, user.gid, follow_symlinks=False)
-        for name in filenames + dirnames:
-            p = os.path.join(dirpath, name)
-            st = os.lstat(p)
-            if st.st_uid != user.uid:
+    for path in sorted(_written.pop(root, set())):
+        p = path
+        while True:
+            try:
+                st = os.lstat(p)
+            except FileNotFoundError:
+                break
+            if st.st_uid != user.uid or st.st_gid != user.gid:
                 os.chown(p, user.uid, user.gid, follow_symlinks=False)
+            if p == root or root not in p.parents:
+                break
+            p = p.parent
+
+
+_written: dict[Path, set[Path]] = {}
+
+
+def _track(root: Path, *paths: Path) -> None:
+    _written.setdefault(root, set()).update(paths)
