@@ -4,8 +4,8 @@
   same SDK (a baseline server in this file answering a tiny JSON text) and a bare
   subprocess.Popen of `true` in this process.
 - stream_logs throughput: reading a 100 MB log from offset 0 to the end, beside the same SDK
-  carrying the same number of same-sized JSON text results from the baseline server (the
-  transport's floor), and beside reading the file directly in this process.
+  carrying the same number of same-sized JSON text results built by the baseline server (the
+  floor without the disk), and beside reading the file directly in this process.
 - exit -> completed visible: from the moment a program exits (it prints the time as its last
   act) to the moment stream_logs first reports `completed:0`, polling back to back; beside the
   round trip of one stream_logs call (the polling granularity).
@@ -57,9 +57,10 @@ def serve_baseline() -> None:
     async def call_tool(ctx, params) -> types.CallToolResult:
         size = int(params.arguments["size"])
         if size not in cache:
-            logs = (line * (size // len(line) + 1))[:size]
-            cache[size] = json.dumps({"logs": logs, "next_offset": size, "status": "completed:0", "more": False})
-        return types.CallToolResult(content=[types.TextContent(type="text", text=cache[size])])
+            cache[size] = (line * (size // len(line) + 1))[:size]
+        # Encoded per call, as the exec server must: only the disk read is left out.
+        text = json.dumps({"logs": cache[size], "next_offset": size, "status": "completed:0", "more": False})
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
     server = Server("baseline", on_list_tools=list_tools, on_call_tool=call_tool)
 
