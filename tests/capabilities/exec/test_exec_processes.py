@@ -69,7 +69,7 @@ def test_kill_takes_the_whole_tree_even_sigterm_ignorers_and_escapees(exec_serve
 
 def test_timeout_takes_the_whole_tree(exec_server, gone):
     """A timeout kills the same way as kill: the escaped and the stubborn children are gone too."""
-    command_id = exec_server.run("bash", "-c", TREE, timeout=2)
+    command_id = exec_server.run("bash", "-c", TREE, timeout=4)
     exec_server.wait_for_output(command_id, "escaped ")
     logs = exec_server.wait_for_output(command_id, "stubborn ")
     status, _ = exec_server.follow(command_id)
