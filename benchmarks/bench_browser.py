@@ -1,8 +1,8 @@
 """Benchmark browser_execute against the same steps written directly with Playwright.
 
 - 50 steps (evaluate / click / type, mixed) on a local page in one browser_execute call through
-  the real server over stdio, beside the same 50 Playwright calls made by this process on its
-  own page of the same Chromium. Also the tool's in-process cost (`page_tool.execute` with a
+  the real server over stdio, beside the same 50 Playwright calls made by this process (its own
+  Playwright connection) on the same page. Also the tool's in-process cost (`page_tool.execute` with a
   `TabRegistry` in this process, no MCP). Medians of several runs, runs interleaved.
 - The first call after session start: from `codedesk desktop up` returning to the first
   browser_execute result of a freshly spawned server (spawn, initialize, connect, open the window).
@@ -40,7 +40,7 @@ from capabilities.browser.tabs import TabRegistry  # noqa: E402
 from capabilities.session import read_session  # noqa: E402
 
 CODEDESK = str(Path(sys.executable).with_name("codedesk"))
-PAGE = """<title>bench</title>
+PAGE = """<title>{title}</title>
 <input id="name" autocomplete="off">
 <button id="count" onclick="this.textContent = String(Number(this.textContent) + 1)">0</button>"""
 STEPS = 50
@@ -103,21 +103,26 @@ async def bench(data: Path, quick: bool, up_seconds: float | None) -> None:
 
     ops = operations()
     tool_args = {"operations": ops, "tab": "bench"}
-    setup = {"operations": [{"type": "setContent", "params": {"html": PAGE}}], "tab": "bench"}
+    title = f"bench-{os.getpid()}"
+    setup = {"operations": [{"type": "setContent", "params": {"html": PAGE.format(title=title)}}], "tab": "bench"}
     request = parse_request(tool_args)
     tool_ms, inproc_ms, direct_ms = [], [], []
+    # All three act on the one page of the tab "bench", so no run pays for switching tabs: the
+    # in-process registry finds the tab through the session's tabs.json, the direct baseline
+    # by the page's title.
     registry = TabRegistry(load_session=lambda: info)
     async with stdio_client(server_params(env)) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
+        result = await session.call_tool("browser_execute", setup)
+        assert not result.is_error, result.content[0].text[:500]
         async with async_playwright() as pw:
             browser = await pw.chromium.connect_over_cdp(info.devtools_url)
-            page = await browser.contexts[0].new_page()
-            await page.set_content(PAGE)
-            await session.call_tool("browser_execute", setup)  # warm: tab open, page loaded
-            await execute(registry, parse_request({**setup, "tab": "bench-inproc"}))
+            titles = [await p.title() for p in browser.contexts[0].pages]
+            page = browser.contexts[0].pages[titles.index(title)]
             await direct(page, ops)  # warm
+            await session.call_tool("browser_execute", tool_args)
+            await execute(registry, request)
             for _ in range(runs):
-                await page.bring_to_front()  # as browser_execute does for its tab, untimed here
                 t = time.perf_counter()
                 await direct(page, ops)
                 direct_ms.append((time.perf_counter() - t) * 1000)
@@ -128,10 +133,10 @@ async def bench(data: Path, quick: bool, up_seconds: float | None) -> None:
                 assert not result.is_error, result.content[0].text[:500]
 
                 t = time.perf_counter()
-                report = await execute(registry, parse_request({**tool_args, "tab": "bench-inproc"}))
+                report = await execute(registry, request)
                 inproc_ms.append((time.perf_counter() - t) * 1000)
                 assert not report.is_error, report.summary()
-            await page.close()
+            await session.call_tool("browser_execute", {**setup, "close": True})
     await registry.aclose()
 
     base = statistics.median(direct_ms)

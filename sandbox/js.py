@@ -154,9 +154,15 @@ class _Vm:
             run.uncaught_error(str(a), str(b), str(c or ""))
         return ""
 
-    async def _next(self) -> str:
-        assert self.run is not None
-        return await self.run.bridge.next_events()
+    async def _next(self, payload: str = "") -> str:
+        run = self.run
+        assert run is not None
+        if payload:
+            sent = json.loads(payload)
+            for level, text in sent.get("console", ()):
+                run.console.add(str(level), str(text))
+            run.submit_ops(sent.get("ops", ()))
+        return await run.bridge.next_events()
 
     def flush_console(self) -> None:
         """Send the console lines the guest still holds (also after a failure)."""
@@ -192,7 +198,10 @@ class _JsRun:
         self.touched = False  # the script used calls, timers or the console
 
     def submit(self, ops_json: str) -> None:
-        for op in json.loads(ops_json):
+        self.submit_ops(json.loads(ops_json))
+
+    def submit_ops(self, ops: list) -> None:
+        for op in ops:
             kind, rid = op.get("op"), op.get("id")
             if kind == "call":
                 self.bridge.call(rid, op.get("server"), op.get("tool"), op.get("args"))

@@ -10,7 +10,8 @@
 //                        "cut" (bytes, lines dropped here after "full"), "artifact" (JSON;
 //                        returns "" or why not), "uncaught" (name, message, stack: an error
 //                        thrown where nobody can catch it)
-//   __host_next()        async; resolves to a JSON array of completions
+//   __host_next(json)    async; takes "" or {ops, console} (as "submit" and "console"), then
+//                        resolves to a JSON array of completions
 "use strict";
 const g = globalThis;
 const host = g.__host;
@@ -38,10 +39,12 @@ let queue = [];
 let flushScheduled = false;
 const pending = new Map(); // id -> {resolve, reject} | {timer: true, fn, args, interval, ms}
 
+// The flush waits a few microtask turns, so continuations of the results just delivered
+// (`await` resumes a turn or two later) add their requests to the same crossing.
 function scheduleFlush() {
   if (!flushScheduled) {
     flushScheduled = true;
-    Promise.resolve().then(flush);
+    Promise.resolve().then().then().then(flush);
   }
 }
 
@@ -61,11 +64,26 @@ function submit(op) {
   scheduleFlush();
 }
 
+function cancelled() {
+  // the run was cancelled (timeout): nothing more will arrive
+  waiting = false;
+  outstanding = 0;
+}
+
 function flush() {
   flushScheduled = false;
-  flushConsole();
   const ops = queue;
   queue = [];
+  if (!waiting && outstanding > 0) {
+    // one crossing: the new requests and the waiting console lines go out, then we wait
+    const lines = consoleQueue;
+    consoleQueue = [];
+    consoleQueued = 0;
+    waiting = true;
+    hostNext(JSON.stringify({ ops, console: lines })).then(deliver, cancelled);
+    return;
+  }
+  flushConsole();
   if (ops.length) hostSubmit(JSON.stringify(ops));
   pump();
 }
@@ -78,11 +96,7 @@ function pump() {
   }
   if (waiting || outstanding === 0) return;
   waiting = true;
-  hostNext().then(deliver, () => {
-    // the run was cancelled (timeout): nothing more will arrive
-    waiting = false;
-    outstanding = 0;
-  });
+  hostNext("").then(deliver, cancelled);
 }
 
 function deliver(json) {
@@ -105,8 +119,7 @@ function deliver(json) {
       entry.resolve(ev.ok);
     }
   }
-  if (queue.length) flush();
-  else pump();
+  scheduleFlush();
 }
 
 function request(op) {

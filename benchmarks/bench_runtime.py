@@ -1,0 +1,141 @@
+"""Runtime overheads, each beside a baseline measured in the same run.
+
+    .venv/bin/python benchmarks/bench_runtime.py [--quick]
+
+Figures (medians):
+- empty run_js through an MCP client  vs  a bare MCP echo call to the test server
+- one mcp.callTool round trip inside a script  vs  a direct client call to the test server
+- 100 calls in Promise.all (end to end, and inside the script)  vs  100 concurrent bare calls
+- empty run_py through an MCP client
+- cold start: spawn `codedesk serve` to the first run_js result  vs  spawn of the bare test
+  server to its first echo result
+
+Budgets (DESIGN.md): run_js empty <= 1.35x bare echo; callTool adds <= 0.5 ms; 100 calls
+<= 150 ms; cold start <= 1.5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_SERVER = ROOT / "tests" / "mcp_test_server.py"
+CODEDESK = str(Path(sys.executable).with_name("codedesk"))
+
+
+async def median_ms(fn: Callable[[], Awaitable[Any]], runs: int, warmup: int = 3) -> float:
+    for _ in range(warmup):
+        await fn()
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        await fn()
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples)
+
+
+async def connect(stack: AsyncExitStack, command: str, args: list[str], env: dict[str, str] | None = None) -> ClientSession:
+    read, write = await stack.enter_async_context(stdio_client(StdioServerParameters(command=command, args=args, env=env)))
+    session = await stack.enter_async_context(ClientSession(read, write))
+    await session.initialize()
+    return session
+
+
+def line(label: str, value: float, baseline: float, unit: str = "ms", budget: str = "") -> None:
+    ratio = value / baseline if baseline else float("nan")
+    print(f"{label:<46} {value:9.2f} {unit}   baseline {baseline:9.2f} {unit}   ratio {ratio:5.2f}x  {budget}")
+
+
+async def cold_start(command: str, args: list[str], tool: str, arguments: dict[str, Any], env: dict[str, str] | None) -> float:
+    started = time.perf_counter()
+    async with AsyncExitStack() as stack:
+        session = await connect(stack, command, args, env)
+        result = await session.call_tool(tool, arguments)
+        elapsed = (time.perf_counter() - started) * 1000
+        assert not result.is_error, result
+    return elapsed
+
+
+async def main(quick: bool) -> None:
+    runs = 15 if quick else 100
+    colds = 1 if quick else 5
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "servers.json"
+        config.write_text(json.dumps({"mcpServers": {"test": {"command": sys.executable, "args": [str(TEST_SERVER)]}}}))
+        env = {"PATH": "/usr/bin:/bin", "CODEDESK_DATA": tmp, "HOME": tmp}
+        async with AsyncExitStack() as stack:
+            bare = await connect(stack, sys.executable, [str(TEST_SERVER)])
+            runtime = await connect(stack, CODEDESK, ["serve", "--config", str(config)], env)
+
+            async def bare_echo() -> None:
+                await bare.call_tool("echo", {"text": "x"})
+
+            async def run_js(code: str) -> Any:
+                result = await runtime.call_tool("run_js", {"code": code})
+                assert not result.is_error, result.content[0].text
+                return result
+
+            echo_ms = await median_ms(bare_echo, runs)
+            empty_js_ms = await median_ms(lambda: run_js(""), runs)
+            line("empty run_js via MCP client", empty_js_ms, echo_ms, budget="(budget <= 1.35x)")
+
+            # One callTool round trip, timed inside the script over many sequential calls.
+            n = 50 if quick else 200
+            await run_js('await mcp.callTool("test", "echo", {text: "x"})')
+            inner = await run_js(
+                f'const t0 = Date.now(); for (let i = 0; i < {n}; i++) await mcp.callTool("test", "echo", {{text: "x"}});'
+                f" (Date.now() - t0) / {n}"
+            )
+            per_call = float(inner.content[0].text)
+            line("one mcp.callTool round trip (in script)", per_call, echo_ms,
+                 budget=f"(adds {per_call - echo_ms:+.2f} ms; budget <= +0.5 ms)")
+            one_call_ms = await median_ms(lambda: run_js('await mcp.callTool("test", "echo", {text: "x"})'), runs)
+            line("run_js with one callTool, end to end", one_call_ms, empty_js_ms + echo_ms,
+                 budget="(baseline: empty run_js + bare echo)")
+
+            async def bare_100() -> None:
+                async with anyio.create_task_group() as tg:
+                    for _ in range(100):
+                        tg.start_soon(bare_echo)
+
+            hundred_bare = await median_ms(bare_100, max(3, runs // 10), warmup=1)
+            all_code = 'await Promise.all(Array.from({length: 100}, () => mcp.callTool("test", "echo", {text: "x"}))); 0'
+            hundred_js = await median_ms(lambda: run_js(all_code), max(3, runs // 10), warmup=1)
+            line("100 calls in Promise.all, end to end", hundred_js, hundred_bare,
+                 budget="(baseline: 100 concurrent bare calls; budget <= 150 ms)")
+
+            async def run_py() -> None:
+                result = await runtime.call_tool("run_py", {"code": "pass"})
+                assert not result.is_error, result.content[0].text
+
+            await run_py()  # the first run opens the interpreter
+            empty_py_ms = await median_ms(run_py, max(5, runs // 4))
+            line("empty run_py via MCP client", empty_py_ms, echo_ms)
+
+        cold_runtime = statistics.median(
+            [await cold_start(CODEDESK, ["serve", "--config", str(config)], "run_js", {"code": "1"}, env) for _ in range(colds)]
+        )
+        cold_bare = statistics.median(
+            [await cold_start(sys.executable, [str(TEST_SERVER)], "echo", {"text": "x"}, None) for _ in range(colds)]
+        )
+        line("cold start: spawn to first run_js result", cold_runtime, cold_bare,
+             budget="(baseline: bare SDK server spawn to first echo; budget <= 1500 ms)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="few iterations, for a smoke run")
+    anyio.run(main, parser.parse_args().quick)
