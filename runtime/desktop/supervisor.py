@@ -24,7 +24,7 @@ from pathlib import Path
 from capabilities.session import SESSION_FILE, SessionInfo, write_session
 
 from .layout import NOVNC_DIR, DesktopError, DesktopUser, SessionLayout, free_port, image_dir, port_is_free
-from .screen import MAX_SIZE, START_SIZE, ScreenSizer, clamp_size
+from .screen import MAX_SIZE, START_SIZE, ScreenSizer
 from .userfiles import prepare_chrome_profile, prepare_home, write_xauthority
 from . import procs
 
@@ -74,6 +74,14 @@ def _read_line(fd: int, timeout: float) -> bytes:
     return buf
 
 
+def _small_dev_shm() -> bool:
+    try:
+        st = os.statvfs("/dev/shm")
+    except OSError:
+        return True
+    return st.f_frsize * st.f_blocks < 512 * 1024 * 1024
+
+
 @dataclass
 class Part:
     """One supervised process of the session."""
@@ -106,6 +114,9 @@ class Options:
 
 
 class Supervisor:
+    """One session's processes, ports and screen: started by `start`, kept up by `watch`,
+    stopped by `stop`. Holds the data dir's lock while it lives."""
+
     def __init__(self, opts: Options) -> None:
         self.opts = opts
         self.layout = SessionLayout(opts.data)
@@ -215,6 +226,8 @@ class Supervisor:
             "--remote-debugging-address=127.0.0.1",
             *CHROMIUM_FLAGS,
         ]
+        if _small_dev_shm():
+            argv.append("--disable-dev-shm-usage")  # Docker's 64 MB /dev/shm crashes renderers
         if not startup_window:
             argv.append("--no-startup-window")
         return argv

@@ -5,7 +5,6 @@ this entrypoint, so this is the container's whole start-up logic."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from capabilities.session import read_session
 from runtime.desktop import procs
 from tests.desktop.conftest import chromium_windows, screen_size, wait_until, windows
 from tests.fixtures.session import REPO, make_data_dir, run_desktop_cli
