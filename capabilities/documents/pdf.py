@@ -8,7 +8,6 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
 from typing import Annotated
 
 import pymupdf
@@ -17,7 +16,7 @@ from pydantic import AfterValidator
 
 from . import pagespec
 from .errors import BadDocument, DocumentError
-from .results import ToolOutput
+from .results import ToolOutput, image_limits
 from .tooling import Args, ToolSpec, Workspace
 
 MAX_RENDER_PIXELS = 80_000_000
@@ -66,8 +65,11 @@ TEXT_FLAGS = pymupdf.TEXTFLAGS_TEXT & ~pymupdf.TEXT_PRESERVE_LIGATURES
 
 
 def page_text(page: pymupdf.Page) -> str:
-    """The page's text in reading order (top to bottom, left to right)."""
-    return page.get_text("text", flags=TEXT_FLAGS, sort=True)
+    """The page's text, block by block in the order the PDF stores them.
+
+    (`sort=True` would reorder blocks by position but costs ~15x more per page here.)
+    """
+    return page.get_text("text", flags=TEXT_FLAGS)
 
 
 def render_page(doc: pymupdf.Document, page_number: int, scale: float) -> Image.Image:
@@ -80,6 +82,20 @@ def render_page(doc: pymupdf.Document, page_number: int, scale: float) -> Image.
         )
     pixmap = page.get_pixmap(matrix=pymupdf.Matrix(scale, scale), alpha=False)
     return Image.frombytes("RGB", (pixmap.width, pixmap.height), pixmap.samples)
+
+
+def fitted_scale(doc: pymupdf.Document, page_number: int, scale: float) -> float:
+    """`scale`, lowered if needed so the page's long edge fits the model's image limit.
+
+    Rendering straight at the fitted size is sharper and much cheaper than rendering big and
+    resampling down.
+    """
+    max_edge, _ = image_limits()
+    rect = doc[page_number - 1].rect
+    longest = max(rect.width, rect.height) * scale
+    if longest <= max_edge:
+        return scale
+    return scale * max_edge / longest * (1 - 1e-4)  # MuPDF rounds the pixel box outwards
 
 
 def check_scale(scale: float) -> float:

@@ -7,12 +7,15 @@ PDF with LibreOffice first. Image files are refused: `read_image` shows those.
 
 from __future__ import annotations
 
+import math
+
+import pymupdf
 from pydantic import Field
 
 from . import pagespec
 from .convert import as_pdf
-from .pdf import Scale, open_pdf, refuse_images, render_page
-from .results import ToolOutput, encode_for_model
+from .pdf import Scale, fitted_scale, open_pdf, refuse_images, render_page
+from .results import EncodedImage, ToolOutput, encode_for_model
 from .tooling import Args, ToolSpec, Workspace
 
 THUMBNAIL_EDGE_PX = 256
@@ -31,25 +34,31 @@ class RenderPageArgs(Args):
     scale: Scale = 2.0
 
 
+def _for_model(doc: pymupdf.Document, number: int, scale: float) -> EncodedImage:
+    """Page `number` at `scale`, rendered directly at the size the model may receive."""
+    return encode_for_model(render_page(doc, number, fitted_scale(doc, number, scale)))
+
+
 def render_document_page(ws: Workspace, args: RenderPageArgs) -> ToolOutput:
     path = ws.roots.input_file(args.path)
     refuse_images(path, "read_image")
     with open_pdf(as_pdf(ws, path)) as doc:
         (number,) = pagespec.select_pages(str(args.page), doc.page_count)
-        image = render_page(doc, number, args.scale)
+        rect = doc[number - 1].rect
+        encoded = _for_model(doc, number, args.scale)
         page_count = doc.page_count
-    encoded = encode_for_model(image)
+    full = (math.ceil(rect.width * args.scale - 1e-3), math.ceil(rect.height * args.scale - 1e-3))
     return ToolOutput(
         data={
             "path": str(path),
             "page": number,
             "page_count": page_count,
             "scale": args.scale,
-            "rendered_width": image.width,
-            "rendered_height": image.height,
+            "full_width": full[0],
+            "full_height": full[1],
             "width": encoded.width,
             "height": encoded.height,
-            "scaled_down": (encoded.width, encoded.height) != image.size,
+            "scaled_down": (encoded.width, encoded.height) != full,
         },
         images=[encoded],
     )
@@ -97,7 +106,7 @@ def read_document_pages_as_images(ws: Workspace, args: PagesAsImagesArgs) -> Too
         selected = pagespec.select_pages(args.pages, doc.page_count)
         kept, dropped = selected[: args.max_pages], selected[args.max_pages :]
         for number in kept:
-            images.append(encode_for_model(render_page(doc, number, args.scale)))
+            images.append(_for_model(doc, number, args.scale))
         page_count = doc.page_count
     data = {
         "path": str(path),

@@ -117,7 +117,7 @@ def test_render_page_scales_big_renders_down_to_1568(call, docs_dir):
     """At scale 2 the 1584 px tall page is delivered at 1568 px, as every model accepts."""
     result = call("render_document_page", path=str(docs_dir / "report.pdf"), scale=2.0)
     data = ok(result)
-    assert (data["rendered_width"], data["rendered_height"]) == (1224, 1584)
+    assert (data["full_width"], data["full_height"]) == (1224, 1584)
     assert data["scaled_down"] is True
     assert max(_image(result).size) == 1568
 
