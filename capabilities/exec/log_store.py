@@ -20,10 +20,11 @@ import re
 import secrets
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator
 
+from .errors import OffsetPastEnd, UnknownCommand
 from .requests import ID_HELP, ID_RE
 
 RETENTION_SECONDS = 7 * 24 * 3600
@@ -40,14 +41,6 @@ SEARCH_BLOCK_BYTES = 1 << 20
 _UNSAFE_FOR_BLOCKS = re.compile(r"\\[AZ]|\(\?<?[!=]")
 
 RUNNING = "running"
-
-
-class UnknownCommand(LookupError):
-    """No command with this id in the store (never started here, or pruned after 7 days)."""
-
-
-class OffsetPastEnd(ValueError):
-    """stream_logs was asked for an offset beyond what the log holds."""
 
 
 @dataclass(kw_only=True)
@@ -73,7 +66,6 @@ class CommandRecord:
     ended_at: float | None = None
     pid: int | None = None
     pid_started: float | None = None
-    extra: dict = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, raw: dict) -> "CommandRecord":
@@ -198,8 +190,8 @@ class LogStore:
                 size = os.fstat(log.fileno()).st_size
                 if offset > size:
                     raise OffsetPastEnd(
-                        f"offset {offset} is past the end of the log ({size} bytes); "
-                        f"read from 0 or from the next_offset of the previous stream_logs"
+                        f"stream_logs refused: field 'offset': {offset} is past the end of the log "
+                        f"({size} bytes); read from 0 or from the next_offset of the previous stream_logs"
                     )
                 data = os.pread(log.fileno(), CHUNK_BYTES, offset)
         except FileNotFoundError:

@@ -42,6 +42,7 @@ from anyio.abc import TaskGroup
 
 from capabilities.session import SessionNotFound, read_session
 
+from .errors import RequestRefused
 from .log_store import RUNNING, CommandRecord, LogStore
 from .requests import ExecRequest
 
@@ -57,10 +58,6 @@ INTERRUPTED = "failed:interrupted"
 logger = logging.getLogger(__name__)
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
-
-
-class RequestRefused(ValueError):
-    """The call is well-formed but cannot be run as asked (the message names the field)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -27,8 +27,9 @@ from pydantic import BaseModel, ValidationError
 
 from capabilities.session import data_dir
 
-from .log_store import LogStore, OffsetPastEnd, UnknownCommand
-from .process_table import ProcessTable, RequestRefused
+from .errors import ExecError
+from .log_store import LogStore
+from .process_table import ProcessTable
 from .requests import (
     ExecRequest,
     KillRequest,
@@ -41,18 +42,11 @@ from .requests import (
 SERVER_NAME = "exec"
 
 
-class Refused(Exception):
-    """A call that cannot be served as asked; the message tells the caller what to do."""
-
-
 # -- the tools -------------------------------------------------------------------------------
 
 
 async def exec_tool(table: ProcessTable, request: ExecRequest) -> dict[str, Any]:
-    try:
-        record = table.launch(request)
-    except RequestRefused as exc:
-        raise Refused(str(exc)) from exc
+    record = table.launch(request)
     # The command's fate (including failed:not found) is read with stream_logs.
     return {"id": record.id, "status": "started"}
 
@@ -60,10 +54,7 @@ async def exec_tool(table: ProcessTable, request: ExecRequest) -> dict[str, Any]
 async def stream_logs_tool(table: ProcessTable, request: StreamLogsRequest) -> dict[str, Any]:
     # Status first: once it is final every byte is on disk, so this read sees the whole end.
     record, final = await table.status(request.id)
-    try:
-        chunk = table.store.read(request.id, request.offset, final)
-    except OffsetPastEnd as exc:
-        raise Refused(f"stream_logs refused: field 'offset': {exc}") from exc
+    chunk = table.store.read(request.id, request.offset, final)
     return {"logs": chunk.text, "next_offset": chunk.next_offset, "status": record.status, "more": chunk.more}
 
 
@@ -132,7 +123,7 @@ async def _call_tool(
         return _result({"error": refusal(params.name, spec.model, exc)}, error=True)
     try:
         return _result(await spec.run(ctx.lifespan_context, request))
-    except (Refused, UnknownCommand) as exc:
+    except ExecError as exc:
         return _result({"error": str(exc)}, error=True)
 
 
