@@ -58,6 +58,9 @@ class WaitParams(_Params):
     def _one_of(self) -> "WaitParams":
         if self.selector is None and self.ms is None:
             raise ValueError("give ms (a fixed time) or selector (a visible element), or both")
+        if self.selector is not None and self.ms == 0:
+            # Playwright reads a 0 timeout as "wait forever".
+            raise ValueError("with selector, ms is how long to wait for it: 1 to 30000")
         return self
 
 

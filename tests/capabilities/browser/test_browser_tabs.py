@@ -62,7 +62,8 @@ def test_close_closes_the_tab(run_page, browser_desktop):
 
 
 def test_tab_window_is_on_the_desktop(run_page, browser_desktop):
-    """The tab is a real Chromium window on the session's display: its title is in the window list."""
+    """The tab is a real Chromium window on the session's display: its title is in the window list
+    and the window is maximised."""
     title = f"visible-{uuid.uuid4().hex[:8]}"
     run = run_page([{"type": "setContent", "params": {"html": f"<title>{title}</title>"}}], tab="visible")
     assert not run.is_error, run.summary
@@ -74,6 +75,10 @@ def test_tab_window_is_on_the_desktop(run_page, browser_desktop):
             break
         time.sleep(0.2)
     assert f"{title} - Chromium" in windows, windows
+    (window_id,) = [line.split()[0] for line in windows.splitlines() if f"{title} - Chromium" in line]
+    state = subprocess.run(["xprop", "-id", window_id, "_NET_WM_STATE"], env=env, capture_output=True, text=True,
+                           timeout=10).stdout
+    assert "_NET_WM_STATE_MAXIMIZED_VERT" in state and "_NET_WM_STATE_MAXIMIZED_HORZ" in state, state
 
 
 def test_tab_is_found_again_after_a_server_restart(browser_desktop, browser_kit):

@@ -43,6 +43,7 @@ def test_bad_step_3_is_refused_before_step_1_runs(run_page):
         ({"type": "wait", "params": {"ms": 30001}}, "step 2 (wait): field 'params.ms': Input should be less than or equal to 30000"),
         ({"type": "wait", "params": {"selector": "#a", "ms": 30001}}, "field 'params.ms'"),
         ({"type": "wait", "params": {}}, "step 2 (wait): field 'params': give ms (a fixed time) or selector"),
+        ({"type": "wait", "params": {"selector": "#a", "ms": 0}}, "with selector, ms is how long to wait for it"),
         ({"type": "type", "params": {"selector": "#a", "text": 5}}, "step 2 (type): field 'params.text': Input should be a valid string"),
         ({"type": "select", "params": {"selector": "#a", "values": "x"}}, "step 2 (select): field 'params.values': Input should be a valid list"),
         ({"type": "navigate", "params": {"url": "example.com"}}, "has no scheme; give an absolute URL such as https://example.com"),
