@@ -279,3 +279,20 @@ def test_downloads_go_to_the_profile_downloads_dir(desktop_session):
     prefs = json.loads((desktop_session.info.chrome_profile / "Default" / "Preferences").read_text())
     assert prefs["download"]["default_directory"] == str(desktop_session.info.downloads_dir)
     assert desktop_session.info.downloads_dir.is_dir()
+
+
+def test_resize_channel_refuses_garbage_and_keeps_serving(desktop_session):
+    """A bad resize request is answered with what to send, and the channel keeps working."""
+    info = desktop_session.info
+    port = json.loads(desktop_session.desktop_cli("status").stdout)["ports"]["resize"]
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s, s.makefile("rwb") as f:
+        f.write(b"big please\n")
+        f.flush()
+        assert f.readline().startswith(b"error: send WIDTHxHEIGHT")
+        f.write(b"640x480\n")
+        f.flush()
+        assert f.readline() == b"640x480\n"
+        assert screen_size(info) == (640, 480)
+        f.write(b"1280x800\n")
+        f.flush()
+        assert f.readline() == b"1280x800\n"
