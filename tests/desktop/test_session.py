@@ -284,7 +284,8 @@ def test_downloads_go_to_the_profile_downloads_dir(desktop_session):
 def test_resize_channel_refuses_garbage_and_keeps_serving(desktop_session):
     """A bad resize request is answered with what to send, and the channel keeps working."""
     info = desktop_session.info
-    port = json.loads(desktop_session.desktop_cli("status").stdout)["ports"]["resize"]
+    port = info.extra["resize_port"]
+    assert port == json.loads(desktop_session.desktop_cli("status").stdout)["ports"]["resize"]
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s, s.makefile("rwb") as f:
         f.write(b"big please\n")
         f.flush()
