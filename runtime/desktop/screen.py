@@ -1,8 +1,10 @@
 """The X screen's size: clamping a viewer's request and applying it through RandR on Xvfb.
 
 Xvfb starts with a framebuffer of the largest size (2560x1600); a new size is a RandR mode
-added to its one output and selected. Modes a client creates are destroyed when that client
-disconnects, so one long-lived connection (`ScreenSizer`) owns them for the whole session.
+added to its one output and selected. The supervisor keeps one connection (`ScreenSizer`)
+open for the whole session, so a resize costs a few X requests, not an `xrandr` process.
+(Xvfb runs with -noreset: without it, the server resets when its last client leaves and
+the screen falls back to the full framebuffer.)
 """
 
 from __future__ import annotations

@@ -428,9 +428,8 @@ class Supervisor:
             home=self.layout.home,
             viewer_url=f"http://{host}:{self.ports['viewer']}/viewer.html?token={self.secret}",
             viewer_secret=self.secret,
-            # resize_port: the screen-size service on loopback; send "WIDTHxHEIGHT\n" lines,
-            # each answered with the size set (clamped). RandR modes made by a short-lived
-            # client (xrandr --newmode) vanish with it on Xvfb; this service keeps them.
+            # resize_port: the screen-size service on loopback (what the viewer uses); send
+            # "WIDTHxHEIGHT\n" lines, each answered with the size set (clamped).
             extra={"session_id": self.session_id, "browser_wrapper": str(self.layout.browser_wrapper),
                    "view_only": self.opts.view_only, "resize_port": self.ports["resize"]},
         )
