@@ -30,6 +30,7 @@ from .tooling import Args, ToolSpec, Workspace
 SOFFICE_ENV = "CODEDESK_SOFFICE_BIN"
 TIMEOUT_ENV = "CODEDESK_CONVERT_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 120.0
+PDF_CACHE_SIZE = 16
 INSTALL_HINT = (
     "LibreOffice is not installed (no `soffice` found); install it with `make install` (Debian "
     "packages libreoffice-core, libreoffice-writer, libreoffice-calc, libreoffice-impress), or "
@@ -77,7 +78,7 @@ class OfficeConverter:
         self._lock = threading.Lock()
         self._scratch = Path(tempfile.mkdtemp(prefix="codedesk-office-"))
         self._profile = self._scratch / "profile"
-        self._pdf_cache: dict[tuple[str, int, int], Path] = {}
+        self._pdf_cache: dict[tuple[str, int, int], Path] = {}  # oldest first
         self._running: subprocess.Popen | None = None
         self._runs = 0
 
@@ -149,7 +150,15 @@ class OfficeConverter:
             return cached
         pdf = self.convert(source, "pdf", timeout)
         self._pdf_cache[key] = pdf
+        while len(self._pdf_cache) > PDF_CACHE_SIZE:
+            oldest = next(iter(self._pdf_cache))
+            discard(self._pdf_cache.pop(oldest))
         return pdf
+
+
+def discard(produced: Path) -> None:
+    """Remove a conversion's scratch output once it has been copied or evicted."""
+    shutil.rmtree(produced.parent, ignore_errors=True)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -208,8 +217,11 @@ def convert_document(ws: Workspace, args: ConvertDocumentArgs) -> ToolOutput:
         target = outdir / f"{source.stem}.{args.to}"
         _check_target(source, target, args.overwrite)
         produced = ws.office.convert(source, args.to, args.timeout_seconds)
-        with atomic_output(target) as tmp:
-            shutil.copyfile(produced, tmp)
+        try:
+            with atomic_output(target) as tmp:
+                shutil.copyfile(produced, tmp)
+        finally:
+            discard(produced)
         pages = None
         if args.to == "pdf":
             with open_pdf(target) as doc:

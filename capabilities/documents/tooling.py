@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
+from .paths import Roots
 from .results import ToolOutput
 
 if TYPE_CHECKING:
     from .convert import OfficeConverter
-    from .paths import Roots
 
 
 class Args(BaseModel):
@@ -38,8 +38,6 @@ class Workspace:
 
     @property
     def roots(self) -> Roots:
-        from .paths import Roots
-
         return self.fixed_roots if self.fixed_roots is not None else Roots.from_environment()
 
 

@@ -73,6 +73,12 @@ def test_ocr_refuses_an_unknown_language(call, docs_dir):
     assert "tesseract-ocr-xyz" in message
 
 
+def test_missing_tesseract_says_how_to_install(call, docs_dir, monkeypatch, tmp_path):
+    """Without tesseract on PATH, OCR answers with `make install` rather than a traceback."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert "make install" in error(call("ocr_image", path=str(docs_dir / "invoice.png")))
+
+
 def test_encrypted_pdf_is_refused_clearly(call, docs_dir):
     """A password-protected PDF is named as such rather than read as empty."""
     assert "encrypted" in error(call("read_pdf", path=str(docs_dir / "locked.pdf")))
