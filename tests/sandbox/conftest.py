@@ -50,6 +50,7 @@ class ToolHost:
     calls: list[tuple[str, str, dict]] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0
+    started: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
     finished: list[str] = field(default_factory=list)
 
@@ -72,6 +73,7 @@ class ToolHost:
             if tool == "error":
                 return {"content": [{"type": "text", "text": "it failed"}], "isError": True}
             if tool == "hang":
+                self.started.append(args.get("tag", ""))
                 try:
                     await asyncio.sleep(3600)
                 except asyncio.CancelledError:

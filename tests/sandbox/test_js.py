@@ -318,9 +318,10 @@ async def test_timeout_cancels_inflight_tool_calls(js_engine, tools):
         js_engine, tools,
         "console.log('started');\nawait Promise.all([mcp.callTool('t', 'hang', {tag: 'a'}),"
         " mcp.callTool('t', 'hang', {tag: 'b'})]);",
-        timeout_seconds=0.5,
+        timeout_seconds=1,
     )
     assert result.error.kind == "timeout"
+    assert sorted(tools.started) == ["a", "b"]
     assert sorted(tools.cancelled) == ["a", "b"]
     assert tools.finished == []
     assert [line.text for line in result.console] == ["started"]
@@ -415,3 +416,26 @@ async def test_limits_validation_names_field_and_range(field, value, words):
     with pytest.raises(LimitsError) as raised:
         JsLimits(**{field: value})
     assert field in str(raised.value) and words in str(raised.value)
+
+
+async def test_caller_cancellation_cancels_inflight_tool_calls(js_engine, tools):
+    """When the caller gives up on a run (MCP cancellation), its calls are cancelled too."""
+    task = asyncio.ensure_future(run(js_engine, tools, "await mcp.callTool('t', 'hang', {tag: 'c'});"))
+    while not tools.started:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert tools.cancelled == ["c"]
+    again = await run(js_engine, tools, "'still usable'")
+    assert again.value == "still usable"
+
+
+async def test_engine_made_in_a_worker_thread_runs_on_the_event_loop(tools):
+    """The runtime makes engines off its event loop; their contexts work on the loop."""
+    engine = await asyncio.to_thread(JsEngine)
+    try:
+        result = await run(engine, tools, "(await mcp.callTool('t', 'echo', {n: 1})).content[0].text")
+        assert result.value == '{"n": 1}'
+    finally:
+        engine.close()

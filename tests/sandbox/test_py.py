@@ -190,8 +190,9 @@ async def test_timeout_stops_a_busy_loop(py_engine, tools):
 
 async def test_timeout_cancels_inflight_tool_calls(py_engine, tools):
     """When a run times out, the call it is blocked on is cancelled before run() returns."""
-    result = await run(py_engine, tools, "print('started')\nmcp.call_tool('t', 'hang', {'tag': 'py'})", timeout_seconds=1)
+    result = await run(py_engine, tools, "print('started')\nmcp.call_tool('t', 'hang', {'tag': 'py'})", timeout_seconds=3)
     assert result.error.kind == "timeout"
+    assert tools.started == ["py"]
     assert tools.cancelled == ["py"]
     assert tools.finished == []
 
@@ -251,3 +252,16 @@ async def test_concurrent_runs_do_not_interfere(py_engine, tools):
     results = await asyncio.gather(*(run(py_engine, tools, c) for c in codes))
     assert [r.value for r in results] == [0, 1, 2]
     assert [[line.text for line in r.console] for r in results] == [[f"run {i}"] for i in range(3)]
+
+
+async def test_caller_cancellation_cancels_inflight_tool_calls(py_engine, tools):
+    """When the caller gives up on a run (MCP cancellation), its call is cancelled too."""
+    task = asyncio.ensure_future(run(py_engine, tools, "mcp.call_tool('t', 'hang', {'tag': 'c'})"))
+    while not tools.started:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert tools.cancelled == ["c"]
+    again = await run(py_engine, tools, "'still usable'")
+    assert again.value == "still usable"
