@@ -23,7 +23,7 @@ from pathlib import Path
 from capabilities.session import SessionNotFound, data_dir, read_session
 
 from . import procs
-from .layout import DesktopError, SessionLayout, missing_packages, install_hint
+from .layout import DesktopError, DesktopUser, SessionLayout, install_hint, missing_packages
 
 UP_TIMEOUT = 60.0
 
@@ -119,6 +119,7 @@ def up(data: Path, viewer_host: str = "127.0.0.1", viewer_port: int = 0, view_on
     missing = missing_packages()
     if missing:
         raise DesktopError(install_hint(missing))
+    DesktopUser.resolve()  # says how to create the desktop user when it is missing
     data.mkdir(parents=True, exist_ok=True)
     layout = SessionLayout(data)
     deadline = time.monotonic() + UP_TIMEOUT

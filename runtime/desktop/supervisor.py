@@ -550,7 +550,6 @@ class Supervisor:
 def run(opts: Options, ready_fd: int | None) -> int:
     """The supervisor's main: start, report readiness on `ready_fd`, watch until SIGTERM."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    sup = Supervisor(opts)
 
     def report(msg: dict) -> None:
         nonlocal ready_fd
@@ -562,6 +561,11 @@ def run(opts: Options, ready_fd: int | None) -> int:
                 pass
             ready_fd = None
 
+    try:
+        sup = Supervisor(opts)
+    except DesktopError as exc:
+        report({"ok": False, "error": str(exc)})
+        return 1
     if not sup.acquire_lock():
         report({"ok": False, "already_running": True})
         return 0
