@@ -127,36 +127,47 @@ async def _call_tool(
         return _result({"error": str(exc)}, error=True)
 
 
-@asynccontextmanager
-async def _lifespan(_: Server[ProcessTable]) -> AsyncIterator[ProcessTable]:
-    store = LogStore(data_dir() / "exec")
-    async with anyio.create_task_group() as tasks:
-        table = ProcessTable(store, tasks)
-        await table.recover()
-        try:
-            yield table
-        finally:
-            with anyio.CancelScope(shield=True):
-                await table.stop_all()
-            tasks.cancel_scope.cancel()
+def build_server(on_ready: Callable[[ProcessTable], None] | None = None) -> Server[ProcessTable]:
+    """The exec MCP server; its lifespan owns the process table (and stops it on exit).
 
+    `on_ready(table)` is called once the table has recovered the store, for a host that must
+    stop it from outside the MCP session (on a signal).
+    """
 
-def build_server() -> Server[ProcessTable]:
-    """The exec MCP server; its lifespan owns the process table (and stops it on exit)."""
-    return Server(SERVER_NAME, lifespan=_lifespan, on_list_tools=_list_tools, on_call_tool=_call_tool)
+    @asynccontextmanager
+    async def lifespan(_: Server[ProcessTable]) -> AsyncIterator[ProcessTable]:
+        store = LogStore(data_dir() / "exec")
+        async with anyio.create_task_group() as tasks:
+            table = ProcessTable(store, tasks)
+            await table.recover()
+            if on_ready is not None:
+                on_ready(table)
+            try:
+                yield table
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await table.stop_all()
+                tasks.cancel_scope.cancel()
+
+    return Server(SERVER_NAME, lifespan=lifespan, on_list_tools=_list_tools, on_call_tool=_call_tool)
 
 
 async def serve_stdio() -> None:
     """Serve on stdin/stdout until stdin closes or a stop signal arrives, then end the
     running commands (recorded as `failed:interrupted`)."""
-    server = build_server()
+    tables: list[ProcessTable] = []
+    server = build_server(on_ready=tables.append)
     async with anyio.create_task_group() as tg:
 
         async def stop_on_signal() -> None:
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
                 async for _ in signals:
-                    tg.cancel_scope.cancel()
-                    return
+                    # The stdin reader sits in a thread that cancellation cannot stop, so
+                    # end the commands here and leave without waiting for it.
+                    with anyio.CancelScope(shield=True):
+                        for table in tables:
+                            await table.stop_all()
+                    _exit_now()
 
         tg.start_soon(stop_on_signal)
         async with stdio_server() as (read_stream, write_stream):
@@ -164,10 +175,14 @@ async def serve_stdio() -> None:
         tg.cancel_scope.cancel()
 
 
-def main() -> None:
-    anyio.run(serve_stdio)
+def _exit_now() -> None:
     # Everything is stopped and recorded by now. Skip the interpreter's teardown of the SDK's
     # large model graph (most of a second here): clients wait for our exit before moving on.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def main() -> None:
+    anyio.run(serve_stdio)
+    _exit_now()

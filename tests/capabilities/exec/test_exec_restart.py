@@ -7,6 +7,8 @@ import re
 import signal
 import time
 
+import pytest
+
 from capabilities.exec.log_store import RETENTION_SECONDS, CommandRecord, LogStore
 
 
@@ -14,15 +16,23 @@ def _pids(logs: str) -> dict[str, int]:
     return {name: int(pid) for name, pid in re.findall(r"^(\w+) (\d+)$", logs, re.M)}
 
 
-def test_stopped_server_leaves_failed_interrupted_with_the_log_intact(start_exec_server, tmp_path, gone):
-    """A command running when its server stops ends, reads failed:interrupted after a restart,
-    and its log is still there, next to the finished commands' logs and statuses."""
+@pytest.mark.parametrize("stop", ["stdin closed", "SIGTERM"])
+def test_stopped_server_leaves_failed_interrupted_with_the_log_intact(start_exec_server, tmp_path, gone, stop):
+    """A command running when its server stops (its client goes away, or it is told to stop)
+    ends, reads failed:interrupted after a restart, and its log is still there, next to the
+    finished commands' logs and statuses."""
     data = tmp_path / "data"
     first = start_exec_server(data)
     done = first.run("echo", "finished before")
     assert first.follow(done)[0] == "completed:0"
     running = first.run("sh", "-c", "echo before; sleep 1000 & echo child $!; wait", timeout=600)
     pids = _pids(first.wait_for_output(running, "child "))
+    if stop == "SIGTERM":
+        server = first.process
+        server.send_signal(signal.SIGTERM)
+        server.wait(10)
+        # The server recorded the interruption itself on its way out.
+        assert json.loads((data / "exec" / f"{running}.json").read_text())["status"] == "failed:interrupted"
     first.stop()
     assert gone(list(pids.values()))
 
