@@ -5,7 +5,7 @@ The roots are, in order:
 - otherwise the desktop user's home (from the session's `session.json`, or the home of the
   `desktop` user when there is no session) and the session's data directory.
 
-A relative path is taken relative to the first root. A path with a `..` component is refused,
+A relative path is taken relative to the first root, and `~` is the desktop user's home. A path with a `..` component is refused,
 and so is one whose real location (symlinks followed) is outside every root.
 """
 
@@ -60,7 +60,7 @@ class Roots:
     def _lexical(self, path: str) -> Path:
         if not path or not path.strip():
             raise PathRefused("the path is empty; give a file path inside " + self.describe())
-        raw = Path(path).expanduser()
+        raw = _expand_home(path)
         if ".." in raw.parts:
             raise PathRefused(
                 f"{path!r} contains '..', which is not allowed; give the path without '..' "
@@ -125,6 +125,14 @@ class Roots:
         if not real.is_dir():
             raise BadDocument(f"the folder {str(lexical)!r} does not exist; give an existing folder as outdir")
         return real
+
+
+def _expand_home(path: str) -> Path:
+    """`~` is the desktop user's home (not the server's, which may be root's)."""
+    if path == "~" or path.startswith("~/"):
+        home = _desktop_home() or Path.home()
+        return home / path[2:] if len(path) > 1 else home
+    return Path(path).expanduser()
 
 
 def _desktop_home() -> Path | None:

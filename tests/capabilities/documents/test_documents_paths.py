@@ -64,7 +64,7 @@ def test_roots_from_the_environment_variable(monkeypatch, tmp_path):
 
 
 def test_default_roots_are_the_session_home_and_data_dir(monkeypatch, tmp_path):
-    """Without the variable, the roots are the session's desktop home and its data directory."""
+    """Without the variable, the roots are the session's desktop home and its data directory; ~ is that home."""
     data, home = tmp_path / "data", tmp_path / "home"
     data.mkdir()
     home.mkdir()
@@ -75,6 +75,8 @@ def test_default_roots_are_the_session_home_and_data_dir(monkeypatch, tmp_path):
         user="desktop", uid=os.getuid(), gid=os.getgid(), home=home,
     ))
     assert Roots.from_environment().dirs == (home.resolve(), data.resolve())
+    (home / "letter.txt").write_text("hi")
+    assert Roots.from_environment().input_file("~/letter.txt") == (home / "letter.txt").resolve()
 
 
 def test_without_a_session_the_data_dir_is_still_a_root(monkeypatch, tmp_path):
