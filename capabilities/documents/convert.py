@@ -124,6 +124,7 @@ class OfficeConverter:
                 _kill_group(proc)
                 # A killed instance may leave its profile locked or half-written: start afresh.
                 shutil.rmtree(self._profile, ignore_errors=True)
+                shutil.rmtree(outdir, ignore_errors=True)
                 raise ConversionFailed(
                     f"LibreOffice did not finish converting {source.name!r} to {to} within {timeout:g} s "
                     f"and was stopped (process group {group} killed); nothing was written. Try again "
@@ -133,6 +134,7 @@ class OfficeConverter:
                 self._running = None
             produced = sorted(outdir.iterdir())
             if proc.returncode != 0 or not produced:
+                shutil.rmtree(outdir, ignore_errors=True)
                 detail = stderr.decode(errors="replace").strip().splitlines()[-3:]
                 raise ConversionFailed(
                     f"LibreOffice could not convert {source.name!r} to {to} (exit code {proc.returncode}"
