@@ -105,6 +105,13 @@ def desktop_identity() -> RunAs:
     return RunAs(user=user, uid=uid, gid=gid, home=home, env=env, switch=switch)
 
 
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 def _boot_id() -> str:
     try:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
@@ -303,11 +310,13 @@ class ProcessTable:
         try:
             with anyio.move_on_after(command.record.timeout) as deadline:
                 await anyio.wait_readable(pidfd)
+            if deadline.cancelled_caught:
+                if command.ending is None:
+                    command.ending = "timeout"
+                await kill_tree(command.record.id, process.pid, KILL_GRACE_SECONDS)
+                await anyio.wait_readable(pidfd)
         finally:
             os.close(pidfd)
-        if deadline.cancelled_caught and command.ending is None:
-            command.ending = "timeout"
-            await kill_tree(command.record.id, process.pid, KILL_GRACE_SECONDS)
         # The pidfd is readable once the process exited; wait() only collects it now.
         code = process.wait()
         if command.ending is not None:
@@ -315,7 +324,7 @@ class ProcessTable:
         elif code >= 0:
             status = f"completed:{code}"
         else:
-            status = f"failed:killed by {signal.Signals(-code).name}"
+            status = f"failed:killed by {_signal_name(-code)}"
         self._finish(command, status)
 
     def _finish(self, command: Command, status: str) -> None:
