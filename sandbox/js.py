@@ -81,10 +81,10 @@ class JsEngine:
             self._pool.append(_Vm(JsLimits()))
 
     def _take(self, limits: JsLimits) -> _Vm:
-        pooled = limits.heap_memory_max_mb == JsLimits().heap_memory_max_mb and (
-            limits.timeout_seconds == JsLimits().timeout_seconds
-        )
-        if pooled and self._pool:
+        # A made-ahead VM has the default heap limit; its own timeout (used by plain-script
+        # evaluation) is the default one, so a run with another timeout evaluates as async,
+        # which takes the timeout per call.
+        if limits.heap_memory_max_mb == JsLimits().heap_memory_max_mb and self._pool:
             vm = self._pool.pop()
             if not self._refill_scheduled and not self._closed:
                 # Refill once the loop has been quiet a moment, not inside this run's awaits.
@@ -122,6 +122,7 @@ class _Vm:
 
     def __init__(self, limits: JsLimits) -> None:
         self.run: _JsRun | None = None
+        self.timeout_seconds = limits.timeout_seconds
         self.rt = quickjs_rs.Runtime(memory_limit=limits.heap_memory_max_mb << 20)
         try:
             self.ctx = self.rt.new_context(timeout=limits.timeout_seconds)
@@ -260,7 +261,7 @@ class _JsRun:
         guard = asyncio.timeout(limits.timeout_seconds)
         try:
             async with guard:
-                if _needs_async(code):
+                if _needs_async(code) or limits.timeout_seconds != vm.timeout_seconds:
                     handle = await ctx.eval_handle_async(code, timeout=limits.timeout_seconds)
                 else:
                     # A script without `await` runs as a plain script: the same value and
