@@ -34,6 +34,28 @@ class _Params(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+REF_PATTERN = r"^ref_[0-9]+$"
+Ref = Annotated[
+    str, Field(pattern=REF_PATTERN, description="An element ref from readPage or find, e.g. ref_12")
+]
+READ_PAGE_CAP = 400  # elements listed by one readPage
+FIND_LIMIT = 20
+TEXT_CAP = 50_000  # characters of getText
+
+
+class _Target(_Params):
+    """An element named by a Playwright selector or by a ref from readPage/find."""
+
+    selector: Annotated[str | None, Field(min_length=1, description="Playwright selector (CSS, text=, role=...)")] = None
+    ref: Ref | None = None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> "_Target":
+        if (self.selector is None) == (self.ref is None):
+            raise ValueError("give selector or ref (from readPage or find), exactly one of them")
+        return self
+
+
 class NavigateParams(_Params):
     url: Annotated[str, Field(min_length=1, description="Absolute URL, e.g. https://example.com/")]
     waitUntil: Literal["load", "domcontentloaded", "networkidle", "commit"] = Field(
@@ -49,6 +71,7 @@ class NavigateParams(_Params):
 
 class WaitParams(_Params):
     selector: Annotated[str | None, Field(min_length=1, description="Wait until this element is visible")] = None
+    ref: Ref | None = None
     ms: Annotated[
         int | None,
         Field(ge=0, le=WAIT_MAX_MS, description="Milliseconds to sleep; with selector, the timeout (default 10000)"),
@@ -56,20 +79,21 @@ class WaitParams(_Params):
 
     @model_validator(mode="after")
     def _one_of(self) -> "WaitParams":
-        if self.selector is None and self.ms is None:
+        if self.selector is not None and self.ref is not None:
+            raise ValueError("give selector or ref, not both")
+        if self.selector is None and self.ref is None and self.ms is None:
             raise ValueError("give ms (a fixed time) or selector (a visible element), or both")
-        if self.selector is not None and self.ms == 0:
+        if (self.selector is not None or self.ref is not None) and self.ms == 0:
             # Playwright reads a 0 timeout as "wait forever".
             raise ValueError("with selector, ms is how long to wait for it: 1 to 30000")
         return self
 
 
-class ClickParams(_Params):
-    selector: Annotated[str, Field(min_length=1, description="Playwright selector (CSS, text=, role=...)")]
+class ClickParams(_Target):
+    pass
 
 
-class TypeParams(_Params):
-    selector: Annotated[str, Field(min_length=1, description="Element to click before typing")]
+class TypeParams(_Target):
     text: str
     delay: Annotated[int, Field(ge=0, le=TYPE_DELAY_MAX_MS, description="Milliseconds between keys")] = 0
 
@@ -78,8 +102,7 @@ class PressParams(_Params):
     key: Annotated[str, Field(min_length=1, description='Playwright key name, e.g. "Enter", "Control+A"')]
 
 
-class SelectParams(_Params):
-    selector: Annotated[str, Field(min_length=1, description="The <select> element")]
+class SelectParams(_Target):
     values: Annotated[list[str], Field(description="Option values or labels to select")]
 
 
@@ -105,6 +128,33 @@ class SetViewportParams(_Params):
 
 class SetContentParams(_Params):
     html: str
+
+
+class ReadPageParams(_Params):
+    filter: Literal["interactive", "all"] = Field(
+        "interactive", description="interactive: links, buttons, fields; all: also headings, text, images, landmarks"
+    )
+    depth: Annotated[int | None, Field(ge=1, le=50, description="Levels of nesting to list")] = None
+    ref: Ref | None = Field(None, description="List only inside this element")
+
+
+class FindParams(_Params):
+    query: Annotated[str, Field(min_length=1, description="Words of the role, label, placeholder or nearby text")]
+
+
+class GetTextParams(_Params):
+    format: Literal["text", "markdown", "html"] = "text"
+
+
+class FormInputParams(_Target):
+    value: Annotated[
+        str | bool | list[str],
+        Field(description="Text for a field, option value/label (or a list) for a <select>, true/false for a checkbox or radio"),
+    ]
+
+
+class TabsParams(_Params):
+    pass
 
 
 class _Op(BaseModel):
@@ -188,13 +238,50 @@ class SetContent(_Op):
     params: SetContentParams
 
 
-Operation = Annotated[
-    Union[Navigate, Wait, Click, Type, Press, Select, Evaluate, Screenshot, Url, SetViewport, SetContent],
-    Field(discriminator="type"),
-]
+class ReadPage(_Op):
+    """The page as an accessibility-style outline, each element with a ref later steps accept."""
+
+    type: Literal["readPage"]
+    params: ReadPageParams = ReadPageParams()
+
+
+class Find(_Op):
+    """Up to 20 elements matching the words of a query, with refs."""
+
+    type: Literal["find"]
+    params: FindParams
+
+
+class GetText(_Op):
+    """The readable text of the page, main content first."""
+
+    type: Literal["getText"]
+    params: GetTextParams = GetTextParams()
+
+
+class FormInput(_Op):
+    """Set a field directly: text, a <select>'s options, or a checkbox/radio's state."""
+
+    type: Literal["formInput"]
+    params: FormInputParams
+
+
+class Tabs(_Op):
+    """The named tabs with their URL and title."""
+
+    type: Literal["tabs"]
+    params: TabsParams = TabsParams()
+
+
+_OPERATION_CLASSES = (
+    # the spec's eleven, then page reading
+    Navigate, Wait, Click, Type, Press, Select, Evaluate, Screenshot, Url, SetViewport, SetContent,
+    ReadPage, Find, GetText, FormInput, Tabs,
+)
+Operation = Annotated[Union[_OPERATION_CLASSES], Field(discriminator="type")]  # type: ignore[valid-type]
 OPERATION_TYPES: dict[str, type[_Op]] = {
     cls.model_fields["type"].annotation.__args__[0]: cls  # type: ignore[union-attr]
-    for cls in (Navigate, Wait, Click, Type, Press, Select, Evaluate, Screenshot, Url, SetViewport, SetContent)
+    for cls in _OPERATION_CLASSES
 }
 
 

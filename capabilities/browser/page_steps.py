@@ -11,7 +11,7 @@ import datetime
 import math
 import re
 import struct
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -21,6 +21,8 @@ from playwright.async_api import Page
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from . import page_ops as ops
+from . import page_reading as reading
+from .page_reading import StaleRef, shown, target
 
 FAILURE_SHOT_TIMEOUT_MS = 5_000
 
@@ -64,12 +66,27 @@ def png_size(png: bytes) -> tuple[int, int]:
     return struct.unpack(">II", png[16:24])
 
 
-async def run_step(page: Page, op: Any, images: Images, shoot: Shooter) -> Any:
+@dataclass(frozen=True, kw_only=True)
+class StepContext:
+    """What steps of one call work with: the tab's page, the call's images, a screenshot taker
+    and the list of named tabs."""
+
+    page: Page
+    images: Images
+    shoot: Shooter
+    list_tabs: Callable[[], Awaitable[list[dict[str, str]]]]
+
+
+async def run_step(ctx: StepContext, op: Any) -> Any:
     """Run one validated operation; returns its result or raises `StepFailed`."""
+    page = ctx.page
     try:
-        return await _dispatch(page, op, images, shoot)
+        await reading.check_ref(page, op.params)
+        return await _dispatch(ctx, op)
+    except (StaleRef, ValueError) as exc:
+        raise StepFailed(str(exc)) from exc
     except PlaywrightTimeout as exc:
-        selector = getattr(op.params, "selector", None)
+        selector = target(op.params)
         present = await _matches(page, selector) if selector else None
         raise StepFailed(explain(op, exc, present=present)) from exc
     except PlaywrightError as exc:
@@ -85,36 +102,36 @@ async def _matches(page: Page, selector: str) -> bool | None:
         return None
 
 
-async def _dispatch(page: Page, op: Any, images: Images, shoot: Shooter) -> Any:
-    p = op.params
+async def _dispatch(ctx: StepContext, op: Any) -> Any:
+    page, p = ctx.page, op.params
     match op:
         case ops.Navigate():
             response = await page.goto(p.url, wait_until=p.waitUntil, timeout=ops.NAVIGATE_TIMEOUT_MS)
             return {"url": page.url, "status": response.status if response is not None else None}
         case ops.Wait():
-            if p.selector is None:
+            if p.selector is None and p.ref is None:
                 await anyio.sleep(p.ms / 1000)
                 return {"waited_ms": p.ms}
             timeout = p.ms if p.ms is not None else ops.WAIT_DEFAULT_MS
-            await page.wait_for_selector(p.selector, state="visible", timeout=timeout)
-            return {"selector": p.selector, "visible": True}
+            await page.wait_for_selector(target(p), state="visible", timeout=timeout)
+            return {"selector": shown(p), "visible": True}
         case ops.Click():
-            await page.click(p.selector, timeout=ops.CLICK_TIMEOUT_MS)
-            return {"clicked": p.selector}
+            await page.click(target(p), timeout=ops.CLICK_TIMEOUT_MS)
+            return {"clicked": shown(p)}
         case ops.Type():
-            await page.click(p.selector, timeout=ops.CLICK_TIMEOUT_MS)
+            await page.click(target(p), timeout=ops.CLICK_TIMEOUT_MS)
             await page.keyboard.type(p.text, delay=p.delay)
-            return {"typed": len(p.text), "selector": p.selector}
+            return {"typed": len(p.text), "selector": shown(p)}
         case ops.Press():
             await page.keyboard.press(p.key)
             return {"pressed": p.key}
         case ops.Select():
-            selected = await page.select_option(p.selector, p.values, timeout=ops.CLICK_TIMEOUT_MS)
+            selected = await page.select_option(target(p), p.values, timeout=ops.CLICK_TIMEOUT_MS)
             return {"selected": selected}
         case ops.Evaluate():
             return _jsonable(await page.evaluate(p.script))
         case ops.Screenshot():
-            return images.add(await shoot(full_page=p.fullPage))
+            return ctx.images.add(await ctx.shoot(full_page=p.fullPage))
         case ops.Url():
             return {"url": page.url, "title": await page.title()}
         case ops.SetViewport():
@@ -123,15 +140,25 @@ async def _dispatch(page: Page, op: Any, images: Images, shoot: Shooter) -> Any:
         case ops.SetContent():
             await page.set_content(p.html, timeout=ops.NAVIGATE_TIMEOUT_MS)
             return {"url": page.url}
+        case ops.ReadPage():
+            return await reading.read_page(page, p)
+        case ops.Find():
+            return await reading.find(page, p)
+        case ops.GetText():
+            return await reading.get_text(page, p)
+        case ops.FormInput():
+            return await reading.form_input(page, p)
+        case ops.Tabs():
+            return {"tabs": await ctx.list_tabs()}
     raise AssertionError(f"no handler for {op.type}")  # page_ops and this match go together
 
 
-async def failure_screenshot(page: Page, images: Images, shoot: Shooter) -> dict[str, int] | None:
+async def failure_screenshot(ctx: StepContext) -> dict[str, int] | None:
     """A screenshot of the moment a step failed, or None when the page cannot give one."""
-    if page.is_closed():
+    if ctx.page.is_closed():
         return None
     try:
-        return images.add(await shoot(timeout_ms=FAILURE_SHOT_TIMEOUT_MS))
+        return ctx.images.add(await ctx.shoot(timeout_ms=FAILURE_SHOT_TIMEOUT_MS))
     except PlaywrightError:
         return None
 
@@ -170,7 +197,7 @@ def explain(op: Any, exc: PlaywrightError, *, present: bool | None = None) -> st
     if any(marker in message for marker in _CLOSED):
         return ("the tab was closed or Chromium exited during this step; call browser_execute again "
                 "and the tab reopens at its last URL")
-    selector = getattr(p, "selector", None)
+    selector = shown(p)
     if selector and ("while parsing" in head or "Unknown engine" in head or "is not a valid selector" in head):
         return f"{selector!r} is not a valid selector ({head}); use CSS, text=..., role=... or xpath=..."
     if isinstance(exc, PlaywrightTimeout):
@@ -197,7 +224,7 @@ def explain(op: Any, exc: PlaywrightError, *, present: bool | None = None) -> st
 
 def _explain_timeout(op: Any, log: str, present: bool) -> str:
     p = op.params
-    selector = getattr(p, "selector", None)
+    selector = shown(p)
     if isinstance(op, ops.Navigate):
         return (f"{p.url} did not reach {p.waitUntil!r} within {ops.NAVIGATE_TIMEOUT_MS // 1000} s; "
                 "try waitUntil 'commit' or 'domcontentloaded', then wait for an element")
@@ -215,8 +242,12 @@ def _explain_timeout(op: Any, log: str, present: bool) -> str:
     if not present:
         return f"no element matches {selector!r} within {seconds}; check the selector or wait for the page"
     if "did not find some options" in log:
+        values = getattr(p, "values", None)
+        if values is None:
+            value = getattr(p, "value", None)
+            values = value if isinstance(value, list) else [value]
         return (f"the <select> matching {selector!r} has no option with value or label "
-                f"{', '.join(map(repr, p.values))}; read its options with evaluate first")
+                f"{', '.join(map(repr, values))}; read its options with readPage or evaluate first")
     why = _last_reason(log)
     return (f"an element matches {selector!r} but it could not be used within {seconds}"
             + (f" ({why})" if why else "")

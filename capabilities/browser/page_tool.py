@@ -16,7 +16,7 @@ from pydantic import WithJsonSchema
 
 from .page_ops import DEFAULT_TAB, BrowserRequest, RequestRefused, field_schemas, parse_request
 from .page_result import BatchReport, StepReport, build_result
-from .page_steps import Images, StepFailed, failure_screenshot, run_step
+from .page_steps import Images, StepContext, StepFailed, failure_screenshot, run_step
 from .tabs import BrowserUnavailable, TabRegistry
 
 DESCRIPTION = """\
@@ -34,6 +34,15 @@ operations: steps, each {type, params}, run in order; the whole list is checked 
   url {}                          current URL and title
   setViewport {width, height}     320x200 up to 3840x2160
   setContent {html}               replaces the page
+Reading a page without screenshots:
+  readPage {filter?, depth?, ref?}  outline of the page, one element a line: role "name" [ref_12] ...;
+                                  filter "interactive" (default: links, buttons, fields) or "all"; capped at 400 elements
+  find {query}                    up to 20 elements matching words of role, label, placeholder or nearby text
+  getText {format?}               readable text, main content first: "text" (default), "markdown" or "html"
+  formInput {selector|ref, value} set a field: text, option value/label (or a list) of a <select>, true/false for a checkbox
+  tabs {}                         the named tabs with URL and title
+click, type, select, wait and formInput take a ref from readPage/find instead of a selector; a ref lasts until
+the page navigates or the element is removed (then read the page again).
 Selectors are Playwright's: CSS, text=..., role=button[name="OK"], xpath=...
 tab: name of the tab (default "default"); created on first use, reused by later calls; calls on one tab run one at a time.
 close: close the tab afterwards.
@@ -81,12 +90,14 @@ async def execute(registry: TabRegistry, request: BrowserRequest) -> BatchReport
         async with registry.use(request.tab) as tab:
             page = tab.page
             assert page is not None
-            shoot = partial(registry.screenshot, tab)
+            ctx = StepContext(
+                page=page, images=images, shoot=partial(registry.screenshot, tab), list_tabs=registry.describe
+            )
             for number, op in enumerate(request.operations, start=1):
                 try:
-                    result = await run_step(page, op, images, shoot)
+                    result = await run_step(ctx, op)
                 except StepFailed as exc:
-                    shot = await failure_screenshot(page, images, shoot)
+                    shot = await failure_screenshot(ctx)
                     steps.append(StepReport(step=number, operation=op.type, error=exc.reason, screenshot=shot))
                     break
                 steps.append(StepReport(step=number, operation=op.type, result=result))

@@ -96,6 +96,23 @@ class TabRegistry:
             await page.bring_to_front()
             return await page.screenshot(full_page=full_page, type="png", timeout=timeout_ms)
 
+    async def describe(self) -> list[dict[str, str]]:
+        """The named tabs: name, URL and title (title "" for a tab not open now)."""
+        described = []
+        for tab in list(self._tabs.values()):
+            page = tab.page
+            open_now = page is not None and not page.is_closed()
+            if not open_now and tab.url == "about:blank" and not tab.target_id:
+                continue  # closed, or never opened
+            title = ""
+            if open_now:
+                try:
+                    title = await page.title()
+                except PlaywrightError:
+                    open_now = False
+            described.append({"name": tab.name, "url": page.url if open_now else tab.url, "title": title})
+        return described
+
     async def close(self, tab: NamedTab) -> None:
         """Close the tab's page and forget where it was (call inside `use`); a later call with
         the same name starts a fresh tab."""

@@ -25,7 +25,7 @@ def test_bad_step_3_is_refused_before_step_1_runs(run_page):
     assert run.results == [] and run.images == []
     assert run.summary.startswith("refused, nothing ran")
     assert "step 3 (click): unknown field 'params.button'" in run.summary
-    assert "click takes params: selector" in run.summary
+    assert "click takes params: selector, ref" in run.summary
     after = run_page([marker_script()], tab=TAB)
     assert after.result(1) is None
 
@@ -35,7 +35,10 @@ def test_bad_step_3_is_refused_before_step_1_runs(run_page):
     [
         ({"type": "clik", "params": {"selector": "a"}}, "step 2: unknown operation type 'clik'; use one of navigate"),
         ({"params": {"selector": "a"}}, "step 2: missing field 'type'"),
-        ({"type": "click", "params": {}}, "step 2 (click): missing field 'params.selector'"),
+        ({"type": "click", "params": {}}, "step 2 (click): field 'params': give selector or ref (from readPage or find)"),
+        ({"type": "click", "params": {"selector": "#a", "ref": "ref_1"}}, "step 2 (click): field 'params': give selector or ref"),
+        ({"type": "click", "params": {"ref": "12"}}, "step 2 (click): field 'params.ref': String should match pattern"),
+        ({"type": "readPage", "params": {"filter": "links"}}, "step 2 (readPage): field 'params.filter'"),
         ({"type": "navigate"}, "step 2 (navigate): missing field 'params'"),
         ({"type": "click", "selector": "a", "params": {"selector": "a"}},
          "step 2 (click): unknown field 'selector'; a step has only type and params"),
@@ -89,14 +92,16 @@ def test_bad_top_level_arguments_are_refused(browser_server, arguments, expected
 
 
 def test_schema_comes_from_the_operation_types(browser_server):
-    """The schema the model sees lists the eleven operations, each refusing unknown fields."""
+    """The schema the model sees lists the spec's eleven operations (then the page-reading ones),
+    each refusing unknown fields."""
     (tool,) = [t for t in browser_server.list_tools() if t.name == "browser_execute"]
     schema = tool.input_schema
     assert schema["required"] == ["operations"]
     variants = schema["properties"]["operations"]["items"]["oneOf"]
     types = [v["properties"]["type"]["const"] for v in variants]
-    assert types == ["navigate", "wait", "click", "type", "press", "select", "evaluate", "screenshot", "url",
-                     "setViewport", "setContent"]
+    assert types[:11] == ["navigate", "wait", "click", "type", "press", "select", "evaluate", "screenshot", "url",
+                          "setViewport", "setContent"]
+    assert types[11:] == ["readPage", "find", "getText", "formInput", "tabs"]
     assert all(v["additionalProperties"] is False for v in variants)
     assert all(v["properties"]["params"]["additionalProperties"] is False for v in variants)
     viewport = variants[types.index("setViewport")]["properties"]["params"]["properties"]
