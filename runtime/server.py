@@ -8,6 +8,7 @@ when the descriptions change). `build_server(runtime)` wires it into the SDK's l
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import sys
@@ -179,13 +180,20 @@ class _ConsoleForwarder:
         self._request_id = request_id
         self._logger_name = logger_name
         self._send, self._receive = anyio.create_memory_object_stream[tuple[str, str]](math.inf)
+        self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
 
     def __call__(self, level: str, text: str) -> None:
         if threading.get_ident() == self._loop_thread:
             self._send.send_nowait((level, text))
-        else:
-            anyio.from_thread.run_sync(self._send.send_nowait, (level, text))
+        else:  # an engine running the guest in a worker thread
+            self._loop.call_soon_threadsafe(self._send_later, level, text)
+
+    def _send_later(self, level: str, text: str) -> None:
+        try:
+            self._send.send_nowait((level, text))
+        except anyio.ClosedResourceError:  # a line that arrived after the run ended
+            pass
 
     def close(self) -> None:
         self._send.close()

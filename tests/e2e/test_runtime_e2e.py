@@ -212,6 +212,13 @@ def test_run_py_blocking_call_tool(rt: RuntimeClient) -> None:
     assert out.text == "got py\nfalse"
 
 
+def test_run_py_output_streams_as_log_notifications(rt: RuntimeClient) -> None:
+    """print and sys.stderr lines reach the client as log notifications too."""
+    out = rt.run_py('import sys\nprint("out")\nprint("err", file=sys.stderr)\nNone')
+    assert out.text == "out\n[error] err"
+    assert out.logs == [("info", "out"), ("error", "err")]
+
+
 def test_run_py_call_tools_runs_concurrently(rt: RuntimeClient) -> None:
     """mcp.call_tools runs its calls concurrently on the host."""
     started = time.monotonic()
