@@ -120,7 +120,11 @@ def fast_png(image: Image.Image) -> bytes:
 
 
 def success(output: ToolOutput) -> types.CallToolResult:
-    """The JSON text block (also as structured content), then one image block per image."""
+    """The JSON text block, then one image block per image.
+
+    The JSON is not repeated as structured content: a 100-page PDF's text would cross the
+    wire twice.
+    """
     content: list[types.ContentBlock] = [
         types.TextContent(text=json.dumps(output.data, ensure_ascii=False))
     ]
@@ -128,7 +132,7 @@ def success(output: ToolOutput) -> types.CallToolResult:
         content.append(
             types.ImageContent(data=base64.b64encode(image.data).decode("ascii"), mime_type=image.mime_type)
         )
-    return types.CallToolResult(content=content, structured_content=output.data)
+    return types.CallToolResult(content=content)
 
 
 def failure(message: str) -> types.CallToolResult:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import base64
 import io
 
+import anyio
 from PIL import Image
+
+from capabilities.documents.server import call_tool
 
 from . import builders
 from .conftest import error, ok
@@ -160,3 +163,24 @@ def test_file_overview_of_a_pdf(call, docs_dir):
     assert data["has_tables"] is True
     assert data["pages"][0]["width"] == 612.0
     assert "Quarterly figures" in data["pages"][0]["text_preview"]
+
+
+def test_concurrent_calls_on_one_pdf_agree_with_serial_ones(workspace, docs_dir):
+    """Parallel calls (as from Promise.all) run in worker threads and each returns its own page."""
+    path = str(docs_dir / "long.pdf")
+
+    async def both():
+        results = {}
+
+        async def read(page):
+            results[page] = await call_tool(workspace, "read_pdf", {"path": path, "pages": str(page)})
+
+        async with anyio.create_task_group() as group:
+            for page in range(1, 21):
+                group.start_soon(read, page)
+                group.start_soon(call_tool, workspace, "render_document_page", {"path": path, "page": page, "scale": 0.3})
+        return results
+
+    results = anyio.run(both)
+    for page, result in results.items():
+        assert ok(result)["pages"][0]["text"].startswith(builders.page_text(page))
