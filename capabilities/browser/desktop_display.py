@@ -295,9 +295,14 @@ class DisplayConnection:
 
     # -- plumbing -------------------------------------------------------------------------
 
+    def settle(self) -> None:
+        """Wait until the server has handled every request sent so far (one round trip)."""
+        self._call(self._x.sync)
+
     def _fake(self, event: int, detail: int = 0, **kwargs) -> None:
+        # Sent at once, in order; `settle()` after each step waits for them to be handled.
         self._call(xtest.fake_input, self._x, event, detail, **kwargs)
-        self._x.sync()
+        self._call(self._x.flush)
 
     def _call(self, fn, *args, **kwargs):
         try:

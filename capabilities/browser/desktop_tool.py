@@ -178,6 +178,7 @@ class DesktopController:
             for index, step in enumerate(call.operations):
                 try:
                     result = _perform(display, step, run)
+                    display.settle()
                 except DesktopError as exc:
                     failed = f"operations[{index}] (step {index + 1}, {step.type}) failed: {exc}"
                     entry = {"success": False, "operation": step.type, "result": None,
@@ -241,9 +242,11 @@ def _glide(display: DisplayConnection, x: int, y: int, speed: float, min_frames:
 
 
 def _aim(display: DisplayConnection, params: Any, run: _Run) -> tuple[int, int]:
-    if params.x is not None:
-        _glide(display, params.x, params.y, run.config.mouseSpeed)
-    return display.pointer()
+    """Glide to the step's {x, y} when it has one; returns where the pointer is."""
+    if params.x is None:
+        return display.pointer()
+    _glide(display, params.x, params.y, run.config.mouseSpeed)
+    return params.x, params.y
 
 
 def _click(display: DisplayConnection, params: ClickParams, run: _Run, times: int) -> dict:
@@ -295,13 +298,11 @@ def _perform(display: DisplayConnection, step: Any, run: _Run) -> Any:
         case "mouse.setPosition":
             display.move_pointer(p.x, p.y)
             _pause(config.mouseDelayMs)
-            x, y = display.pointer()
-            return {"x": x, "y": y}
+            return {"x": p.x, "y": p.y}
         case "mouse.move":
             _glide(display, p.x, p.y, config.mouseSpeed)
             _pause(config.mouseDelayMs)
-            x, y = display.pointer()
-            return {"x": x, "y": y}
+            return {"x": p.x, "y": p.y}
         case "mouse.getPosition":
             x, y = display.pointer()
             return {"x": x, "y": y}
@@ -320,15 +321,16 @@ def _perform(display: DisplayConnection, step: Any, run: _Run) -> Any:
         case "mouse.drag":
             if p.from_ is not None:
                 _glide(display, p.from_.x, p.from_.y, config.mouseSpeed)
-            start = display.pointer()
+                start = (p.from_.x, p.from_.y)
+            else:
+                start = display.pointer()
             display.press_button(BUTTONS["LEFT"])
             _pause(config.mouseDelayMs)
             _glide(display, p.to.x, p.to.y, config.mouseSpeed, DRAG_MIN_FRAMES)
             _pause(config.mouseDelayMs)
             display.release_button(BUTTONS["LEFT"])
             _pause(config.mouseDelayMs)
-            end = display.pointer()
-            return {"from": {"x": start[0], "y": start[1]}, "to": {"x": end[0], "y": end[1]}}
+            return {"from": {"x": start[0], "y": start[1]}, "to": {"x": p.to.x, "y": p.to.y}}
         case "mouse.scrollUp" | "mouse.scrollDown" | "mouse.scrollLeft" | "mouse.scrollRight":
             return _scroll(display, p, run, step.type.removeprefix("mouse.scroll").lower())
         case "keyboard.type":

@@ -114,6 +114,15 @@ class InputPage:
         assert not run.is_error, run.summary
         return run.result(1)
 
+    def settled(self, script: str, expected, timeout: float = 10.0):
+        """The value of `script` once it equals `expected` (input reaches the page
+        asynchronously: X, then Chromium's browser process, then the renderer), or its
+        last value after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while (value := self.eval(script)) != expected and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return value
+
     def _find_origin(self) -> tuple[int, int]:
         # The window is maximised: the middle of the screen is inside the page. The page learns
         # its screen origin from the pointer's events (screenX - clientX).
@@ -208,11 +217,11 @@ def test_click_lands_on_the_point_aimed_at(desktop, input_page):
     ], mouseDelayMs=20)
     assert not run.is_error, run.body
     assert run.result(1) == {"button": "LEFT", **target}
+    assert input_page.settled("window.seen.dblclicks", 1) == 1
     clicks = input_page.eval("window.seen.clicks")
     expected = {"x": 260, "y": 190, "target": "target"}
     assert clicks[0] == {**expected, "button": 0}
     assert clicks[1] == {**expected, "button": 2}
-    assert input_page.eval("window.seen.dblclicks") == 1
 
 
 def test_drag_moves_a_slider(desktop, input_page):
@@ -223,6 +232,8 @@ def test_drag_moves_a_slider(desktop, input_page):
     run = desktop([{"type": "mouse.drag", "params": {"from": start, "to": end}}])
     assert not run.is_error, run.body
     assert run.result(1) == {"from": start, "to": end}
+    # The value changes while the thumb moves; wait for the release to be seen.
+    assert input_page.settled("window.seen.mouseups", 1) == 1
     value = int(input_page.eval("document.querySelector('#slider').value"))
     assert 65 <= value <= 85  # 300 of the track's ~400 px
 
@@ -256,7 +267,7 @@ def test_typed_text_lands_in_a_page_input(desktop, input_page):
     ], keyboardDelayMs=0)
     assert not run.is_error, run.body
     assert run.result(2) == {"typed": len(text)}
-    assert input_page.eval("document.querySelector('#field').value") == text
+    assert input_page.settled("document.querySelector('#field').value", text) == text
 
 
 def test_chord_selects_all_and_types_over_it(desktop, input_page):
@@ -276,7 +287,7 @@ def test_chord_selects_all_and_types_over_it(desktop, input_page):
         {"type": "keyboard.releaseKey", "params": {"keys": ["LeftShift"]}},
     ])
     assert not run.is_error, run.body
-    assert input_page.eval("document.querySelector('#field').value") == "neAB"
+    assert input_page.settled("document.querySelector('#field').value", "neAB") == "neAB"
 
 
 def test_held_keys_and_buttons_are_released_when_a_step_fails(
@@ -349,7 +360,7 @@ def test_clipboard_round_trips_unicode_and_pastes_it(desktop, input_page):
     ])
     assert not run.is_error, run.body
     assert run.result(2) == text
-    assert input_page.eval("document.querySelector('#field').value") == text
+    assert input_page.settled("document.querySelector('#field').value", text) == text
     # The owner outlives the call: a later call still reads it.
     assert desktop([{"type": "clipboard.getContent"}]).result(1) == text
 
