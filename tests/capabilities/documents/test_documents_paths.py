@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+
+import pytest
+
 from capabilities.documents.paths import ROOTS_ENV, Roots
 from capabilities.session import SessionInfo, write_session
 
@@ -93,3 +96,14 @@ def test_relative_paths_start_at_the_first_root(tmp_path):
     """A relative path is read from the first root (the desktop home by default)."""
     (tmp_path / "doc.txt").write_text("x")
     assert Roots((tmp_path.resolve(),)).input_file("doc.txt") == (tmp_path / "doc.txt").resolve()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root server hands files to another user")
+def test_outputs_in_a_users_folder_belong_to_that_user(call, docs_dir, scratch):
+    """A root server writing into the desktop user's folder leaves files that user owns."""
+    folder = scratch / "home-like"
+    folder.mkdir()
+    os.chown(folder, 4321, 4321)
+    data = ok(call("image_resize", path=str(docs_dir / "invoice.png"), width=30, output_path=str(folder / "small.png")))
+    written = os.stat(data["output_path"])
+    assert (written.st_uid, written.st_gid) == (4321, 4321)
