@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
 import shutil
 import statistics
