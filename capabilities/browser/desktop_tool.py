@@ -22,7 +22,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, ImageContent, TextContent
 from pydantic import WithJsonSchema
 
-from ..session import SessionNotFound, read_session
+from ..session import SessionInfo, SessionNotFound, read_session
 from .desktop_display import DesktopError, DisplayConnection, Grab
 from .desktop_keys import BUTTONS, KEYS, SCROLL_BUTTONS, text_keysym
 from .desktop_ops import (
@@ -115,10 +115,11 @@ class DesktopController:
     def connection(self) -> DisplayConnection:
         """The display connection for the current session (read fresh from session.json)."""
         session = read_session()
-        if self._connection is not None and self._connection.session != session:
-            self.close()  # the session was restarted or replaced
+        if self._connection is not None and _x_address(self._connection.session) != _x_address(session):
+            self.close()  # another display, or the session was restarted with a new cookie
         if self._connection is None:
             self._connection = DisplayConnection(session)
+        self._connection.session = session  # its other facts (the clipboard's env) may change
         return self._connection
 
     def _connect(self) -> tuple[DisplayConnection, tuple[int, int]]:
@@ -200,6 +201,10 @@ class DesktopController:
                     display.release_held()
                 except DesktopError:
                     self.close()
+
+
+def _x_address(session: SessionInfo) -> tuple[str, str | None]:
+    return session.display, session.env.get("XAUTHORITY")
 
 
 def _refusal(message: str, size: tuple[int, int] | None) -> CallToolResult:
