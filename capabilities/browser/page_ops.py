@@ -157,6 +157,15 @@ class TabsParams(_Params):
     pass
 
 
+class DialogParams(_Params):
+    action: Literal["accept", "dismiss"]
+    promptText: str | None = Field(None, description="The answer typed into a prompt() when accepting")
+
+
+class _NoParams(_Params):
+    pass
+
+
 class _Op(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -273,10 +282,32 @@ class Tabs(_Op):
     params: TabsParams = TabsParams()
 
 
+class Console(_Op):
+    """The tab's console entries (and page errors) since the last read."""
+
+    type: Literal["console"]
+    params: _NoParams = _NoParams()
+
+
+class Network(_Op):
+    """The tab's requests (method, URL, status, type, ms) since the last read."""
+
+    type: Literal["network"]
+    params: _NoParams = _NoParams()
+
+
+class DialogOp(_Op):
+    """How to answer the next alert/confirm/prompt/beforeunload (by default alerts and
+    beforeunload are accepted, confirm and prompt dismissed)."""
+
+    type: Literal["dialog"]
+    params: DialogParams
+
+
 _OPERATION_CLASSES = (
     # the spec's eleven, then page reading
     Navigate, Wait, Click, Type, Press, Select, Evaluate, Screenshot, Url, SetViewport, SetContent,
-    ReadPage, Find, GetText, FormInput, Tabs,
+    ReadPage, Find, GetText, FormInput, Tabs, Console, Network, DialogOp,
 )
 Operation = Annotated[Union[_OPERATION_CLASSES], Field(discriminator="type")]  # type: ignore[valid-type]
 OPERATION_TYPES: dict[str, type[_Op]] = {

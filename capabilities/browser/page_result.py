@@ -22,6 +22,7 @@ class StepReport:
     result: Any = None
     error: str | None = None
     screenshot: dict[str, int] | None = None
+    dialogs: list[dict[str, Any]] = field(default_factory=list)  # page dialogs the step raised
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"step": self.step, "operation": self.operation, "success": self.error is None}
@@ -30,6 +31,8 @@ class StepReport:
         else:
             out["error"] = self.error
             out["screenshot"] = self.screenshot
+        if self.dialogs:
+            out["dialogs"] = self.dialogs
         return out
 
 

@@ -22,6 +22,7 @@ from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from . import page_ops as ops
 from . import page_reading as reading
+from .page_events import DialogAnswer, TabEvents
 from .page_reading import StaleRef, shown, target
 
 FAILURE_SHOT_TIMEOUT_MS = 5_000
@@ -75,6 +76,7 @@ class StepContext:
     images: Images
     shoot: Shooter
     list_tabs: Callable[[], Awaitable[list[dict[str, str]]]]
+    events: TabEvents
 
 
 async def run_step(ctx: StepContext, op: Any) -> Any:
@@ -150,6 +152,13 @@ async def _dispatch(ctx: StepContext, op: Any) -> Any:
             return await reading.form_input(page, p)
         case ops.Tabs():
             return {"tabs": await ctx.list_tabs()}
+        case ops.Console():
+            return ctx.events.take("console")
+        case ops.Network():
+            return ctx.events.take("network")
+        case ops.DialogOp():
+            ctx.events.next_dialog = DialogAnswer(accept=p.action == "accept", prompt_text=p.promptText)
+            return {"next_dialog": p.action}
     raise AssertionError(f"no handler for {op.type}")  # page_ops and this match go together
 
 

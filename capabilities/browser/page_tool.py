@@ -41,6 +41,10 @@ Reading a page without screenshots:
   getText {format?}               readable text, main content first: "text" (default), "markdown" or "html"
   formInput {selector|ref, value} set a field: text, option value/label (or a list) of a <select>, true/false for a checkbox
   tabs {}                         the named tabs with URL and title
+  console {} / network {}         the tab's console entries / requests (method, url, status, type, ms) since the last read
+  dialog {action, promptText?}    how to answer the next alert/confirm/prompt ("accept" or "dismiss"); dialogs never
+                                  block: by default alerts are accepted, confirm/prompt dismissed; a step's result lists
+                                  the dialogs it raised
 click, type, select, wait and formInput take a ref from readPage/find instead of a selector; a ref lasts until
 the page navigates or the element is removed (then read the page again).
 Selectors are Playwright's: CSS, text=..., role=button[name="OK"], xpath=...
@@ -91,16 +95,20 @@ async def execute(registry: TabRegistry, request: BrowserRequest) -> BatchReport
             page = tab.page
             assert page is not None
             ctx = StepContext(
-                page=page, images=images, shoot=partial(registry.screenshot, tab), list_tabs=registry.describe
+                page=page, images=images, shoot=partial(registry.screenshot, tab), list_tabs=registry.describe,
+                events=tab.events,
             )
+            tab.events.take_dialogs()  # raised between calls: nobody to report them to
             for number, op in enumerate(request.operations, start=1):
                 try:
                     result = await run_step(ctx, op)
                 except StepFailed as exc:
                     shot = await failure_screenshot(ctx)
-                    steps.append(StepReport(step=number, operation=op.type, error=exc.reason, screenshot=shot))
+                    steps.append(StepReport(step=number, operation=op.type, error=exc.reason, screenshot=shot,
+                                            dialogs=tab.events.take_dialogs()))
                     break
-                steps.append(StepReport(step=number, operation=op.type, result=result))
+                steps.append(StepReport(step=number, operation=op.type, result=result,
+                                        dialogs=tab.events.take_dialogs()))
             url = page.url
             if request.close:
                 await registry.close(tab)

@@ -32,6 +32,8 @@ from playwright.async_api import Error as PlaywrightError
 
 from capabilities.session import SessionInfo, SessionNotFound, read_session
 
+from .page_events import TabEvents, watch
+
 CHROMIUM_START_TIMEOUT_S = 20.0
 RESTORE_TIMEOUT_MS = 45_000
 
@@ -50,6 +52,7 @@ class NamedTab:
     page: Page | None = None
     target_id: str = ""
     url: str = "about:blank"
+    events: TabEvents = field(default_factory=TabEvents)
 
 
 class TabRegistry:
@@ -248,6 +251,7 @@ class TabRegistry:
         first_window = not context.pages
         page = await context.new_page()
         tab.page = page
+        watch(page, tab.events)
         tab.target_id = await _target_id(page)
         if first_window:
             await self._maximise(page)
@@ -280,6 +284,7 @@ class TabRegistry:
             tab = wanted.get(await _target_id(page))
             if tab is not None:
                 tab.page = page
+                watch(page, tab.events)
 
     async def _restore(self, context: BrowserContext) -> None:
         """Chromium was started again: reopen every named tab at its last URL."""
