@@ -16,6 +16,7 @@ import threading
 import time
 import warnings
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -25,6 +26,7 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from . import descriptions, engines
+from . import listing_cache as listing_cache_module
 from .arguments import ArgumentsError, RunJsArguments, RunPyArguments, input_schema, parse_arguments
 from .bridge import Bridge
 from .config import ServerConfig
@@ -53,9 +55,11 @@ CONSOLE_LOG_LEVELS: dict[str, types.LoggingLevel] = {
 class Runtime:
     """Engines, bridge and descriptions for one serving process. Use as an async context manager."""
 
-    def __init__(self, servers: Mapping[str, ServerConfig]) -> None:
+    def __init__(self, servers: Mapping[str, ServerConfig], *, listing_cache: Path | None = None) -> None:
         self.servers = dict(servers)
         self.bridge = Bridge(self.servers, on_tools_changed=self._tools_changed)
+        self._listing_cache = listing_cache if listing_cache is not None else listing_cache_module.default_path()
+        self._remembered = listing_cache_module.load(self._listing_cache, self.servers)
         self._clients: dict[str, Any] = {}
         self._tools = self._describe()
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -81,10 +85,7 @@ class Runtime:
 
     def _describe(self) -> list[types.Tool]:
         names = list(self.servers)
-        known = {
-            name: [{"name": t.name, "description": t.description, "inputSchema": t.input_schema} for t in tools]
-            for name, tools in self.bridge.known_tools().items()
-        }
+        known = {**self._remembered, **self._live_tools()}
         return [
             types.Tool(
                 name="run_js",
@@ -98,7 +99,14 @@ class Runtime:
             ),
         ]
 
+    def _live_tools(self) -> dict[str, list[dict[str, Any]]]:
+        return {
+            name: [{"name": t.name, "description": t.description or "", "inputSchema": t.input_schema} for t in tools]
+            for name, tools in self.bridge.known_tools().items()
+        }
+
     def _tools_changed(self) -> None:
+        listing_cache_module.save(self._listing_cache, self.servers, self._live_tools())
         tools = self._describe()
         if tools == self._tools:
             return
