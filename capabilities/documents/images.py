@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,15 +36,16 @@ FORMATS = {"png": ("PNG", ".png"), "jpeg": ("JPEG", ".jpg"), "webp": ("WEBP", ".
 def open_image(path: Path) -> Iterator[Image.Image]:
     """Open an image, refusing files Pillow cannot read and decompression bombs."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            image = Image.open(path)
-            image.load()
-    except (UnidentifiedImageError, Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        image = Image.open(path)
+    except (UnidentifiedImageError, Image.DecompressionBombError) as exc:
         raise BadDocument(f"{path.name!r} is not an image Pillow can read ({exc}); check the file") from exc
     except OSError as exc:
-        raise BadDocument(f"cannot read the image {path.name!r}: {exc} (the file is truncated or corrupt)") from exc
+        raise BadDocument(f"cannot read the image {path.name!r}: {exc} (the file is corrupt)") from exc
     try:
+        try:
+            image.load()
+        except (OSError, Image.DecompressionBombError) as exc:
+            raise BadDocument(f"cannot read the image {path.name!r}: {exc} (the file is truncated or corrupt)") from exc
         yield image
     finally:
         image.close()

@@ -196,3 +196,11 @@ def test_fast_png_round_trips_every_mode_it_writes():
         with Image.open(io.BytesIO(fast_png(original))) as decoded:
             assert decoded.mode == mode
             assert decoded.tobytes() == original.tobytes()
+
+
+def test_truncated_image_is_refused_without_leaking_the_file(call, docs_dir, scratch):
+    """A PNG cut short opens but cannot load: refused as truncated, the file handle closed."""
+    cut = scratch / "cut.png"
+    data = (docs_dir / "invoice.png").read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    assert "truncated" in error(call("image_get_info", path=str(cut)))
