@@ -166,6 +166,73 @@ class _NoParams(_Params):
     pass
 
 
+Modifier = Literal["Alt", "Control", "Meta", "Shift"]
+
+
+class PointSpec(_Params):
+    """A place on the page: an element (selector or ref; its centre) or x, y in screenshot pixels."""
+
+    selector: Annotated[str | None, Field(min_length=1)] = None
+    ref: Ref | None = None
+    x: Annotated[int | None, Field(ge=0, le=VIEWPORT_MAX[0] * 4)] = None
+    y: Annotated[int | None, Field(ge=0, le=VIEWPORT_MAX[1] * 16)] = None
+
+    @model_validator(mode="after")
+    def _one_place(self) -> "PointSpec":
+        given = [self.selector is not None, self.ref is not None, self.x is not None or self.y is not None]
+        if sum(given) != 1 or (given[2] and (self.x is None or self.y is None)):
+            raise ValueError("give selector, ref, or both x and y (screenshot pixels), exactly one of them")
+        return self
+
+
+class PointerParams(PointSpec):
+    modifiers: list[Modifier] = Field(default_factory=list, description="Keys held during the click")
+
+
+class DragParams(_Params):
+    from_: PointSpec = Field(alias="from")
+    to: PointSpec
+
+
+class ScrollParams(_Params):
+    direction: Literal["up", "down", "left", "right"]
+    amount: Annotated[int, Field(ge=1, le=50, description="Wheel notches of 100 px")] = 3
+    selector: Annotated[str | None, Field(min_length=1, description="Scroll with the pointer over this element")] = None
+    ref: Ref | None = None
+    x: Annotated[int | None, Field(ge=0)] = None
+    y: Annotated[int | None, Field(ge=0)] = None
+
+    @model_validator(mode="after")
+    def _at_most_one_place(self) -> "ScrollParams":
+        places = [self.selector is not None, self.ref is not None, self.x is not None or self.y is not None]
+        if sum(places) > 1 or (places[2] and (self.x is None or self.y is None)):
+            raise ValueError("give at most one of selector, ref, or x and y")
+        return self
+
+
+class KeyParams(_Params):
+    text: Annotated[str, Field(min_length=1, description='Chords separated by spaces: "ctrl+a Delete", "shift+Tab"')]
+    repeat: Annotated[int, Field(ge=1, le=100)] = 1
+
+
+class HoldKeyParams(_Params):
+    text: Annotated[str, Field(min_length=1, description='A key or chord, e.g. "Shift" or "ctrl+ArrowRight"')]
+    duration: Annotated[int, Field(ge=1, le=10_000, description="Milliseconds to hold")]
+
+
+class ZoomParams(_Params):
+    x0: Annotated[int, Field(ge=0)]
+    y0: Annotated[int, Field(ge=0)]
+    x1: Annotated[int, Field(ge=1)]
+    y1: Annotated[int, Field(ge=1)]
+
+    @model_validator(mode="after")
+    def _a_region(self) -> "ZoomParams":
+        if self.x1 <= self.x0 or self.y1 <= self.y0:
+            raise ValueError("the region needs x1 > x0 and y1 > y0 (screenshot pixels)")
+        return self
+
+
 class _Op(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -304,10 +371,88 @@ class DialogOp(_Op):
     params: DialogParams
 
 
+class Hover(_Op):
+    """Move the pointer over an element or a point."""
+
+    type: Literal["hover"]
+    params: PointerParams
+
+
+class DoubleClick(_Op):
+    """Double-click an element or a point."""
+
+    type: Literal["doubleClick"]
+    params: PointerParams
+
+
+class TripleClick(_Op):
+    """Triple-click (selects a paragraph or a field's text)."""
+
+    type: Literal["tripleClick"]
+    params: PointerParams
+
+
+class RightClick(_Op):
+    """Right-click (context menu)."""
+
+    type: Literal["rightClick"]
+    params: PointerParams
+
+
+class MiddleClick(_Op):
+    """Middle-click."""
+
+    type: Literal["middleClick"]
+    params: PointerParams
+
+
+class Drag(_Op):
+    """Press at from, move to to, release."""
+
+    type: Literal["drag"]
+    params: DragParams
+
+
+class Scroll(_Op):
+    """Turn the mouse wheel, over an element or a point (default: the middle of the page)."""
+
+    type: Literal["scroll"]
+    params: ScrollParams
+
+
+class ScrollTo(_Op):
+    """Scroll an element into view."""
+
+    type: Literal["scrollTo"]
+    params: ClickParams
+
+
+class Key(_Op):
+    """Press keys: chords separated by spaces, e.g. "ctrl+a Delete"."""
+
+    type: Literal["key"]
+    params: KeyParams
+
+
+class HoldKey(_Op):
+    """Hold a key or chord down for a while."""
+
+    type: Literal["holdKey"]
+    params: HoldKeyParams
+
+
+class Zoom(_Op):
+    """An enlarged PNG of a region (x0, y0)-(x1, y1) of the page, in screenshot pixels."""
+
+    type: Literal["zoom"]
+    params: ZoomParams
+
+
 _OPERATION_CLASSES = (
     # the spec's eleven, then page reading
     Navigate, Wait, Click, Type, Press, Select, Evaluate, Screenshot, Url, SetViewport, SetContent,
     ReadPage, Find, GetText, FormInput, Tabs, Console, Network, DialogOp,
+    Hover, DoubleClick, TripleClick, RightClick, MiddleClick, Drag, Scroll, ScrollTo, Key, HoldKey, Zoom,
 )
 Operation = Annotated[Union[_OPERATION_CLASSES], Field(discriminator="type")]  # type: ignore[valid-type]
 OPERATION_TYPES: dict[str, type[_Op]] = {

@@ -21,6 +21,7 @@ from playwright.async_api import Page
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from . import page_ops as ops
+from . import page_pointer as pointer
 from . import page_reading as reading
 from .page_events import DialogAnswer, TabEvents
 from .page_reading import StaleRef, shown, target
@@ -59,7 +60,9 @@ class Images:
 class Shooter(Protocol):
     """Takes a PNG of the tab (the registry brings it to front first)."""
 
-    def __call__(self, *, full_page: bool = False, timeout_ms: float | None = None) -> Awaitable[bytes]: ...
+    def __call__(
+        self, *, full_page: bool = False, timeout_ms: float | None = None, clip: dict | None = None
+    ) -> Awaitable[bytes]: ...
 
 
 def png_size(png: bytes) -> tuple[int, int]:
@@ -156,6 +159,22 @@ async def _dispatch(ctx: StepContext, op: Any) -> Any:
             return ctx.events.take("console")
         case ops.Network():
             return ctx.events.take("network")
+        case ops.Hover() | ops.DoubleClick() | ops.TripleClick() | ops.RightClick() | ops.MiddleClick():
+            return await pointer.pointer(page, op.type, p)
+        case ops.Drag():
+            return await pointer.drag(page, p)
+        case ops.Scroll():
+            return await pointer.scroll(page, p)
+        case ops.ScrollTo():
+            return await pointer.scroll_to(page, p)
+        case ops.Key():
+            return await pointer.key(page, p)
+        case ops.HoldKey():
+            return await pointer.hold_key(page, p)
+        case ops.Zoom():
+            region = {"x": p.x0, "y": p.y0, "width": p.x1 - p.x0, "height": p.y1 - p.y0}
+            png = await ctx.shoot(clip=region)
+            return {**ctx.images.add(pointer.enlarge(png, region["width"])), "region": region}
         case ops.DialogOp():
             ctx.events.next_dialog = DialogAnswer(accept=p.action == "accept", prompt_text=p.promptText)
             return {"next_dialog": p.action}

@@ -45,6 +45,12 @@ Reading a page without screenshots:
   dialog {action, promptText?}    how to answer the next alert/confirm/prompt ("accept" or "dismiss"); dialogs never
                                   block: by default alerts are accepted, confirm/prompt dismissed; a step's result lists
                                   the dialogs it raised
+Pointer and keys (a place is {selector} | {ref} | {x, y} in screenshot pixels):
+  hover, doubleClick, tripleClick, rightClick, middleClick {place..., modifiers?: ["Shift", "Control", "Alt", "Meta"]}
+  drag {from: place, to: place}    scroll {direction, amount? (notches of 100 px), place?}    scrollTo {selector|ref}
+  key {text, repeat?}             chords separated by spaces: "ctrl+a Delete", "shift+Tab"
+  holdKey {text, duration}        hold a key or chord for duration ms (at most 10000)
+  zoom {x0, y0, x1, y1}           an enlarged PNG of a region, attached like a screenshot
 click, type, select, wait and formInput take a ref from readPage/find instead of a selector; a ref lasts until
 the page navigates or the element is removed (then read the page again).
 Selectors are Playwright's: CSS, text=..., role=button[name="OK"], xpath=...

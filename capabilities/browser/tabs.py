@@ -91,13 +91,15 @@ class TabRegistry:
                     tab.url = tab.page.url
                     self._save_state()
 
-    async def screenshot(self, tab: NamedTab, *, full_page: bool = False, timeout_ms: float | None = None) -> bytes:
-        """A PNG of the tab's page, taken with the tab in front."""
+    async def screenshot(
+        self, tab: NamedTab, *, full_page: bool = False, timeout_ms: float | None = None, clip: dict | None = None
+    ) -> bytes:
+        """A PNG of the tab's page (or of the clip region), taken with the tab in front."""
         page = tab.page
         assert page is not None
         async with self._screen_lock:
             await page.bring_to_front()
-            return await page.screenshot(full_page=full_page, type="png", timeout=timeout_ms)
+            return await page.screenshot(full_page=full_page, type="png", timeout=timeout_ms, clip=clip)
 
     async def describe(self) -> list[dict[str, str]]:
         """The named tabs: name, URL and title (title "" for a tab not open now)."""
