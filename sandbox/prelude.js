@@ -22,6 +22,10 @@ const hostSubmit = (json) => host("submit", json);
 const hostArtifact = (json) => host("artifact", json);
 const hostUncaught = (name, message, stack) => host("uncaught", name, message, stack);
 
+// The script may replace globals; what the API relies on is taken now.
+const stringify = JSON.stringify;
+const parse = JSON.parse;
+
 // ---- errors the host names, so an uncaught one is classified by its kind ----
 class BridgeError extends Error {}
 BridgeError.prototype.name = "BridgeError";
@@ -80,11 +84,11 @@ function flush() {
     consoleQueue = [];
     consoleQueued = 0;
     waiting = true;
-    hostNext(JSON.stringify({ ops, console: lines })).then(deliver, cancelled);
+    hostNext(stringify({ ops, console: lines })).then(deliver, cancelled);
     return;
   }
   flushConsole();
-  if (ops.length) hostSubmit(JSON.stringify(ops));
+  if (ops.length) hostSubmit(stringify(ops));
   pump();
 }
 
@@ -101,7 +105,7 @@ function pump() {
 
 function deliver(json) {
   waiting = false;
-  for (const ev of JSON.parse(json)) {
+  for (const ev of parse(json)) {
     const entry = pending.get(ev.id);
     if (entry === undefined) continue; // a cleared timer that fired anyway
     if (entry.timer) {
@@ -145,7 +149,7 @@ function callTool(server, tool, args) {
   }
   let plain;
   try {
-    plain = JSON.parse(JSON.stringify(args));
+    plain = parse(stringify(args));
   } catch (e) {
     return Promise.reject(new TypeError(`mcp.callTool: args must be JSON-serialisable (${e.message})`));
   }
@@ -210,7 +214,7 @@ g.clearInterval = clearTimer;
 // ---- console ----
 function jsonish(v) {
   const seen = new WeakSet();
-  return JSON.stringify(v, (k, x) => {
+  return stringify(v, (k, x) => {
     if (typeof x === "bigint") return x.toString() + "n";
     if (typeof x === "function") return `[Function: ${x.name || "anonymous"}]`;
     if (typeof x === "symbol") return x.toString();
@@ -277,7 +281,7 @@ function flushConsole() {
   const lines = consoleQueue;
   consoleQueue = [];
   consoleQueued = 0;
-  if (host("console", JSON.stringify(lines)) === "full") consoleFull = true;
+  if (host("console", stringify(lines)) === "full") consoleFull = true;
 }
 
 function finish() {
@@ -309,7 +313,7 @@ g.console = Object.freeze(consoleObj);
 g.artifact = function artifact(x) {
   let json;
   try {
-    json = JSON.stringify(x);
+    json = stringify(x);
   } catch (e) {
     throw new TypeError("artifact(): the value is not JSON-serialisable");
   }
@@ -398,7 +402,7 @@ function describe(v) {
   } catch (e) {
     // fall through to a description
   }
-  return JSON.stringify({ value: inspect(v) });
+  return stringify({ value: inspect(v) });
 };
 
 // After the top level: send what is left of the console and, when no call or timer is left,

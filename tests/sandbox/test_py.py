@@ -265,3 +265,15 @@ async def test_caller_cancellation_cancels_inflight_tool_calls(py_engine, tools)
     assert tools.cancelled == ["c"]
     again = await run(py_engine, tools, "'still usable'")
     assert again.value == "still usable"
+
+
+async def test_malformed_frames_from_the_guest_are_refused(py_engine, tools):
+    """A script that talks to the host tool directly cannot pass garbage to call_tool."""
+    result = await run(
+        py_engine, tools,
+        "import json\nfrom host import tools as door\n"
+        "json.loads(door.codedesk(json.dumps({'op': 'call', 'server': 1, 'tool': [], 'args': 'x'})))",
+    )
+    assert result.status == "ok"
+    assert result.value["name"] == "TypeError" and "malformed request" in result.value["error"]
+    assert tools.calls == []
