@@ -24,6 +24,7 @@ import anyio.abc
 import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.exceptions import MCPDeprecationWarning
+from sandbox.result import TIMEOUT_SECONDS_RANGE
 
 from . import descriptions, engines
 from . import listing_cache as listing_cache_module
@@ -251,7 +252,8 @@ def build_server(runtime: Runtime) -> Server[Any]:
             try:
                 async with anyio.create_task_group() as ticker:
                     if wants_progress:
-                        total = float(timeout) if isinstance(timeout, int | float) and not isinstance(timeout, bool) else 60.0
+                        given = isinstance(timeout, int | float) and not isinstance(timeout, bool)
+                        total = float(timeout) if given else float(TIMEOUT_SECONDS_RANGE[1])
                         ticker.start_soon(_report_progress, ctx.session, total, time.monotonic())
                     result = await runtime.run(language, arguments, on_console=forwarder)
                     ticker.cancel_scope.cancel()
