@@ -290,6 +290,33 @@ def test_chord_selects_all_and_types_over_it(desktop, input_page):
     assert input_page.settled("document.querySelector('#field').value", "neAB") == "neAB"
 
 
+def test_keys_missing_from_the_keymap_are_bound_and_pressed(desktop, xprobe):
+    """Keys the keyboard map lacks (F13 to F24 on a standard map) are bound to a spare keycode,
+    so pressing one puts that key down on the server."""
+    held = desktop([{"type": "keyboard.pressKey", "params": {"keys": ["F24"]}}])
+    try:
+        assert not held.is_error, held.body
+        down = xprobe.keys_down()
+        assert len(down) == 1
+        assert xprobe.x.get_keyboard_mapping(down[0], 1)[0][0] == KEYS["F24"]
+    finally:
+        released = desktop([{"type": "keyboard.releaseKey", "params": {"keys": ["F24"]}}])
+    assert not released.is_error, released.body
+    assert xprobe.keys_down() == []
+
+
+def test_enter_and_a_newline_press_return(desktop, input_page):
+    """Enter (a key) and "\\n" (in text) both reach the page as the Enter key."""
+    run = desktop([
+        {"type": "mouse.click", "params": input_page.center_of("#field")},
+        {"type": "keyboard.type", "params": {"keys": ["Enter"]}},
+        {"type": "keyboard.type", "params": {"text": "a\n"}},
+    ])
+    assert not run.is_error, run.body
+    expected = ["Enter", "a", "Enter"]
+    assert input_page.settled("window.seen.keys", expected) == expected
+
+
 def test_held_keys_and_buttons_are_released_when_a_step_fails(
         desktop, xprobe, screen_resizer, browser_desktop):
     """A key and a button held by pressKey/pressButton are let go when a later step fails,
