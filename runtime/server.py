@@ -337,7 +337,8 @@ async def serve_http(servers: Mapping[str, ServerConfig], host: str, port: int, 
             file=sys.stderr,
             flush=True,
         )
-        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        # Open SSE streams would otherwise hold a shutdown forever.
+        config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
         try:
             await uvicorn.Server(config).serve(sockets=[sock])
         finally:

@@ -113,3 +113,27 @@ def test_runtime_fixture_offers_builtin_servers(runtime) -> None:
     out = runtime.run_js('try { await mcp.callTool("nope", "x", {}) } catch (e) { e.message }')
     assert out.text == "unknown server 'nope'; available servers: browser, documents, exec"
 
+
+
+def test_fixture_client_survives_a_dead_runtime(workdir) -> None:
+    """If the runtime process dies, the failing call raises and the next call starts a new runtime."""
+    import psutil
+    from mcp.shared.exceptions import MCPError
+
+    from tests.fixtures.runtime import start_runtime
+
+    _, env = workdir
+
+    def serve_processes() -> set[int]:
+        return {p.pid for p in psutil.Process().children(recursive=True) if "serve" in p.cmdline()}
+
+    before = serve_processes()
+    with start_runtime(env) as client:
+        assert client.run_js("1").text == "1"
+        serves = [psutil.Process(pid) for pid in serve_processes() - before]
+        assert len(serves) == 1
+        serves[0].kill()
+        serves[0].wait(30)
+        with pytest.raises(MCPError):
+            client.run_js("2")
+        assert client.run_js("3").text == "3"
