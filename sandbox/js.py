@@ -22,6 +22,7 @@ from importlib.resources import files
 from typing import Any
 
 import quickjs_rs
+import wasmtime
 from quickjs_rs import UNDEFINED
 
 from sandbox._host import ArtifactBox, ConsoleCapture, ToolBridge
@@ -169,14 +170,18 @@ class _Vm:
         """Send the console lines the guest still holds (also after a failure)."""
         try:
             self.finish.call().dispose()
-        except quickjs_rs.QuickJSError:
+        except (quickjs_rs.QuickJSError, wasmtime.Trap, wasmtime.WasmtimeError):
             pass  # a VM that cannot run any more: keep what already arrived
 
     def close(self) -> None:
-        self.settle.dispose()
-        self.finish.dispose()
-        self.ctx.close()
-        self.rt.close()
+        try:
+            self.settle.dispose()
+            self.finish.dispose()
+            self.ctx.close()
+        except (quickjs_rs.QuickJSError, wasmtime.Trap, wasmtime.WasmtimeError):
+            pass  # a trapped VM: dropping it is all that is left
+        finally:
+            self.rt.close()
 
 
 class _JsRun:
@@ -294,6 +299,15 @@ class _JsRun:
             return None, _error_from_js(exc.name, exc.message, exc.stack or "")
         except quickjs_rs.QuickJSError as exc:
             return None, RunError(kind="internal", message=f"{type(exc).__name__}: {exc}")
+        except wasmtime.Trap as exc:
+            # Deep recursion exhausts the wasm stack before QuickJS's own check can throw.
+            if "call stack exhausted" in str(exc):
+                return None, RunError(
+                    kind="thrown",
+                    message="RangeError: Maximum call stack size exceeded (recursion too deep; "
+                    "use a loop or an explicit stack)",
+                )
+            return None, RunError(kind="internal", message=f"the JS VM trapped: {exc}")
         if guard.expired():  # the script caught the cancellation and carried on
             return None, _timeout_error(limits)
         return json.loads(text).get("value"), None
@@ -353,6 +367,8 @@ def _error_from_js(name: str, message: str, stack: str) -> RunError:
     else:
         kind = _KIND_BY_NAME.get(name, "thrown")
     user_stack = "\n".join(ln for ln in stack.splitlines() if "<input>" not in ln)
+    if not message and name == "Error":
+        message = "a value that is not an Error was thrown (throw new Error(...) to say why)"
     return RunError(
         kind=kind,  # type: ignore[arg-type]
         message=f"{name}: {message}" if name and kind != "syntax" else f"SyntaxError: {message}",

@@ -469,3 +469,13 @@ async def test_script_replacing_json_does_not_break_the_api(js_engine, tools):
     assert result.status == "ok", result.error
     assert result.value == '{"x": 1}'
     assert [line.text for line in result.console] == ["ok"]
+
+
+async def test_runaway_recursion_is_an_error_and_leaves_engine_usable(js_engine, tools):
+    """Recursion that exhausts the VM's stack ends that run with a clear error, nothing more."""
+    result = await run(js_engine, tools, "console.log('before');\nfunction f() { return f() + 1 }\nf()")
+    assert result.status == "error"
+    assert "Maximum call stack size exceeded" in result.error.message
+    assert [line.text for line in result.console] == ["before"]
+    again = await run(js_engine, tools, "'still usable'")
+    assert again.value == "still usable"
