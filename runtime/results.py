@@ -36,8 +36,10 @@ def run_text(result: Any) -> str:
             lines.append("Error: the run failed without a reason (a bug in the sandbox)")
         else:
             lines.append(f"Error: {error.describe()}")
-            if error.traceback and error.traceback.strip() not in error.message:
-                lines.append(error.traceback.rstrip())
+            # A one-frame stack only repeats the line named above; a longer one shows the path.
+            stack = (error.traceback or "").strip("\n")
+            if len(stack.splitlines()) > 1 and stack.strip() not in error.message:
+                lines.append(stack)
     return "\n".join(lines) if lines else "(no output)"
 
 

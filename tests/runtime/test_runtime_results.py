@@ -46,3 +46,13 @@ def test_failed_run_is_error_with_kind_line_and_prior_console() -> None:
     ))
     assert result.is_error
     assert result.content[0].text == "before\nError: thrown error at line 3, column 7: Error: boom"
+
+
+def test_multi_frame_stack_is_shown_single_frame_is_not() -> None:
+    """A stack through the user's functions helps; a lone frame repeating the line does not."""
+    deep = RunError(kind="thrown", message="Error: x", line=2, column=3,
+                    traceback="    at f (eval_script:2:3)\n    at <eval> (eval_script:4:1)")
+    shown = to_call_tool_result(RunResult(status="error", error=deep)).content[0].text
+    assert shown.endswith("at f (eval_script:2:3)\n    at <eval> (eval_script:4:1)")
+    lone = RunError(kind="thrown", message="Error: x", line=2, column=3, traceback="    at <eval> (eval_script:2:3)")
+    assert to_call_tool_result(RunResult(status="error", error=lone)).content[0].text == "Error: thrown error at line 2, column 3: Error: x"
