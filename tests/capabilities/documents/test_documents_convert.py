@@ -164,3 +164,45 @@ def _pgid(pid: int) -> int | None:
         return os.getpgid(pid)
     except ProcessLookupError:
         return None
+
+
+LOGGING_SOFFICE = """#!/bin/sh
+# Real LibreOffice, with each run's start, end and arguments logged.
+echo "start $$ $*" >> "$0.log"
+{soffice} "$@"
+status=$?
+echo "end $$" >> "$0.log"
+exit $status
+"""
+
+
+def test_conversions_run_one_at_a_time_with_their_own_profile(tmp_path, docs_dir, scratch):
+    """Two conversions asked for at once run one after the other, with the converter's own profile."""
+    script = tmp_path / "soffice"
+    script.write_text(LOGGING_SOFFICE.format(soffice="/usr/bin/soffice"))
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    converter = OfficeConverter(soffice=str(script))
+    ws = Workspace(office=converter, fixed_roots=Roots((docs_dir,)))
+
+    async def both():
+        results = []
+
+        async def convert(source, to):
+            results.append(await call_tool(ws, "convert_document", {"path": str(source), "to": to, "outdir": str(scratch)}))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(convert, docs_dir / "annual.docx", "odt")
+            group.start_soon(convert, docs_dir / "sales.xlsx", "ods")
+        return results
+
+    try:
+        for result in anyio.run(both):
+            ok(result)
+    finally:
+        converter.close()
+    events = [line.split(" ", 2) for line in (tmp_path / "soffice.log").read_text().splitlines()]
+    assert [e[0] for e in events] == ["start", "end", "start", "end"]
+    assert events[0][1] == events[1][1] and events[2][1] == events[3][1]
+    profiles = {re.search(r"-env:UserInstallation=(\S+)", e[2]).group(1) for e in events if e[0] == "start"}
+    assert len(profiles) == 1 and "codedesk-office-" in profiles.pop()
+    assert sorted(p.name for p in scratch.iterdir()) == ["annual.odt", "sales.ods"]
