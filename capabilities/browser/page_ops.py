@@ -220,6 +220,17 @@ class HoldKeyParams(_Params):
     duration: Annotated[int, Field(ge=1, le=10_000, description="Milliseconds to hold")]
 
 
+class UploadParams(_Target):
+    paths: Annotated[
+        list[Annotated[str, Field(min_length=1)]],
+        Field(min_length=1, description="Files in the session's data directory or the desktop user's home"),
+    ]
+
+
+class DownloadParams(_Target):
+    pass
+
+
 class ZoomParams(_Params):
     x0: Annotated[int, Field(ge=0)]
     y0: Annotated[int, Field(ge=0)]
@@ -448,11 +459,26 @@ class Zoom(_Op):
     params: ZoomParams
 
 
+class Upload(_Op):
+    """Attach files to a file input (from the session's data directory or the user's home)."""
+
+    type: Literal["upload"]
+    params: UploadParams
+
+
+class Download(_Op):
+    """Click what starts a download and wait for it; saved in <data>/chrome/Downloads."""
+
+    type: Literal["download"]
+    params: DownloadParams
+
+
 _OPERATION_CLASSES = (
     # the spec's eleven, then page reading
     Navigate, Wait, Click, Type, Press, Select, Evaluate, Screenshot, Url, SetViewport, SetContent,
     ReadPage, Find, GetText, FormInput, Tabs, Console, Network, DialogOp,
     Hover, DoubleClick, TripleClick, RightClick, MiddleClick, Drag, Scroll, ScrollTo, Key, HoldKey, Zoom,
+    Upload, Download,
 )
 Operation = Annotated[Union[_OPERATION_CLASSES], Field(discriminator="type")]  # type: ignore[valid-type]
 OPERATION_TYPES: dict[str, type[_Op]] = {

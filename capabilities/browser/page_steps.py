@@ -21,6 +21,7 @@ from playwright.async_api import Page
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from . import page_ops as ops
+from . import page_files as files
 from . import page_pointer as pointer
 from . import page_reading as reading
 from .page_events import DialogAnswer, TabEvents
@@ -80,6 +81,7 @@ class StepContext:
     shoot: Shooter
     list_tabs: Callable[[], Awaitable[list[dict[str, str]]]]
     events: TabEvents
+    downloads: Callable[[], Awaitable[files.Downloads]]
 
 
 async def run_step(ctx: StepContext, op: Any) -> Any:
@@ -175,6 +177,10 @@ async def _dispatch(ctx: StepContext, op: Any) -> Any:
             region = {"x": p.x0, "y": p.y0, "width": p.x1 - p.x0, "height": p.y1 - p.y0}
             png = await ctx.shoot(clip=region)
             return {**ctx.images.add(pointer.enlarge(png, region["width"])), "region": region}
+        case ops.Upload():
+            return await files.upload(page, p)
+        case ops.Download():
+            return await (await ctx.downloads()).fetch(page, p)
         case ops.DialogOp():
             ctx.events.next_dialog = DialogAnswer(accept=p.action == "accept", prompt_text=p.promptText)
             return {"next_dialog": p.action}

@@ -14,6 +14,7 @@ from mcp.types import CallToolResult
 from playwright.async_api import Error as PlaywrightError
 from pydantic import WithJsonSchema
 
+from .page_files import refuse_uploads
 from .page_ops import DEFAULT_TAB, BrowserRequest, RequestRefused, field_schemas, parse_request
 from .page_result import BatchReport, StepReport, build_result
 from .page_steps import Images, StepContext, StepFailed, failure_screenshot, run_step
@@ -51,6 +52,9 @@ Pointer and keys (a place is {selector} | {ref} | {x, y} in screenshot pixels):
   key {text, repeat?}             chords separated by spaces: "ctrl+a Delete", "shift+Tab"
   holdKey {text, duration}        hold a key or chord for duration ms (at most 10000)
   zoom {x0, y0, x1, y1}           an enlarged PNG of a region, attached like a screenshot
+Files:
+  upload {selector|ref, paths}    attach files to a file input (only files under the session's data directory or home)
+  download {selector|ref}         click it and wait for the download; saved in <data>/chrome/Downloads (path, size, name)
 click, type, select, wait and formInput take a ref from readPage/find instead of a selector; a ref lasts until
 the page navigates or the element is removed (then read the page again).
 Selectors are Playwright's: CSS, text=..., role=button[name="OK"], xpath=...
@@ -97,12 +101,15 @@ async def execute(registry: TabRegistry, request: BrowserRequest) -> BatchReport
     url: str | None = None
     closed = False
     try:
+        refusal = refuse_uploads(request.operations, registry.session)
+        if refusal is not None:
+            return BatchReport(tab=request.tab, total=len(request.operations), refused=refusal)
         async with registry.use(request.tab) as tab:
             page = tab.page
             assert page is not None
             ctx = StepContext(
                 page=page, images=images, shoot=partial(registry.screenshot, tab), list_tabs=registry.describe,
-                events=tab.events,
+                events=tab.events, downloads=registry.downloads,
             )
             tab.events.take_dialogs()  # raised between calls: nobody to report them to
             for number, op in enumerate(request.operations, start=1):

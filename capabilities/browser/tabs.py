@@ -33,6 +33,7 @@ from playwright.async_api import Error as PlaywrightError
 from capabilities.session import SessionInfo, SessionNotFound, read_session
 
 from .page_events import TabEvents, watch
+from .page_files import Downloads
 
 CHROMIUM_START_TIMEOUT_S = 20.0
 RESTORE_TIMEOUT_MS = 45_000
@@ -71,6 +72,7 @@ class TabRegistry:
         # takes seconds. Screenshots bring their tab to front, one at a time.
         self._screen_lock = anyio.Lock()
         self._tabs: dict[str, NamedTab] = {}
+        self._downloads: Downloads | None = None
         self._loaded_state = False
 
     # ---- public
@@ -100,6 +102,19 @@ class TabRegistry:
         async with self._screen_lock:
             await page.bring_to_front()
             return await page.screenshot(full_page=full_page, type="png", timeout=timeout_ms, clip=clip)
+
+    async def downloads(self) -> Downloads:
+        """The downloads watcher of the current connection."""
+        await self._context()
+        assert self._downloads is not None
+        return self._downloads
+
+    @property
+    def session(self) -> SessionInfo:
+        """The session's facts (read on first use, again on each reconnect)."""
+        if self._session is None:
+            self._session = self._load_session_or_explain()
+        return self._session
 
     async def describe(self) -> list[dict[str, str]]:
         """The named tabs: name, URL and title (title "" for a tab not open now)."""
@@ -179,6 +194,10 @@ class TabRegistry:
                     "check the desktop session with `codedesk desktop status`"
                 ) from exc
             context = self._browser.contexts[0]
+            # Playwright points Chromium's downloads at its own folder, which Chromium (the
+            # desktop user) cannot write: downloads, the person's too, go to the session's.
+            self._downloads = Downloads(await self._browser.new_browser_cdp_session(), self._session)
+            await self._downloads.start()
             for tab in self._tabs.values():
                 tab.page = None
             await self._bind_open_pages(context)
