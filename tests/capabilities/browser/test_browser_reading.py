@@ -162,3 +162,42 @@ def test_tabs_lists_the_named_tabs(run_page, pages_server):
     tabs = {t["name"]: t for t in run.result(1)["tabs"]}
     assert tabs["listed"] == {"name": "listed", "url": url, "title": "Order a basket"}
     assert TAB in tabs
+
+
+def test_a_whole_form_by_refs_without_screenshots(run_page, pages_server, browser_desktop):
+    """A realistic page done through refs only: fill, upload, answer the confirm, submit, read the
+    result text, the console and the network, then download the invoice. No image is attached."""
+    from pathlib import Path
+
+    photo = Path(browser_desktop.data_dir) / "shop-photo.txt"
+    photo.write_text("a photo")
+    url = pages_server.url("/browser_shop.html")
+    try:
+        tree = run_page([nav(url), {"type": "readPage"}], tab="shop").result(2)["tree"]
+        run = run_page([
+            {"type": "formInput", "params": {"ref": ref_of(tree, r'"Your name"'), "value": "Ada"}},
+            {"type": "formInput", "params": {"ref": ref_of(tree, r'"Size"'), "value": "Large"}},
+            {"type": "formInput", "params": {"ref": ref_of(tree, r'"Gift wrap"'), "value": True}},
+            {"type": "upload", "params": {"ref": ref_of(tree, r'file "Photo of the place"'), "paths": [str(photo)]}},
+            {"type": "dialog", "params": {"action": "accept"}},
+            {"type": "click", "params": {"ref": ref_of(tree, r'button "Send order"')}},
+            {"type": "wait", "params": {"selector": "text=Order sent"}},
+            {"type": "getText"},
+            {"type": "console"},
+            {"type": "network"},
+            {"type": "download", "params": {"ref": ref_of(tree, r'link "Get the invoice"')}},
+        ], tab="shop")
+    finally:
+        photo.unlink()
+    assert not run.is_error, run.summary
+    assert run.images == []
+    assert run.results[5]["dialogs"] == [{"type": "confirm", "message": "Send the order?", "answer": "accepted"}]
+    assert "Order sent: who=Ada&size=l&gift=yes&photo=shop-photo.txt" in run.result(8)["text"]
+    assert {"type": "log", "text": "order sent 200"} in [{k: e[k] for k in ("type", "text")} for e in run.result(9)["entries"]]
+    fetched = [e for e in run.result(10)["entries"] if "/echo?" in e["url"]]
+    assert fetched and fetched[0]["status"] == 200 and fetched[0]["type"] == "fetch"
+    invoice = Path(run.result(11)["path"])
+    try:
+        assert invoice.name.startswith("invoice") and invoice.read_text() == "downloaded content\n"
+    finally:
+        invoice.unlink(missing_ok=True)
