@@ -479,3 +479,4 @@ async def test_runaway_recursion_is_an_error_and_leaves_engine_usable(js_engine,
     assert [line.text for line in result.console] == ["before"]
     again = await run(js_engine, tools, "'still usable'")
     assert again.value == "still usable"
+
