@@ -7,6 +7,9 @@
 - The first call after session start: from `codedesk desktop up` returning to the first
   browser_execute result of a freshly spawned server (spawn, initialize, connect, open the window).
 
+- readPage (interactive) size in bytes beside a full-page screenshot's PNG size, for three
+  local pages of different sizes, and the time of readPage on a 5,000-element page.
+
 The session: `--data DIR` of a running session, else a fresh one started with `codedesk desktop up`
 in a temporary directory (and stopped at the end).
 
@@ -16,6 +19,7 @@ Usage: .venv/bin/python benchmarks/bench_browser.py [--quick] [--data DIR]
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import shutil
@@ -137,15 +141,53 @@ async def bench(data: Path, quick: bool, up_seconds: float | None) -> None:
                 inproc_ms.append((time.perf_counter() - t) * 1000)
                 assert not report.is_error, report.summary()
             await session.call_tool("browser_execute", {**setup, "close": True})
+        base = statistics.median(direct_ms)
+        print(f"{STEPS} steps, median of {runs} runs:")
+        print(f"  Playwright directly (baseline)       {base:8.1f} ms")
+        tool = statistics.median(tool_ms)
+        print(f"  browser_execute over MCP stdio       {tool:8.1f} ms   ratio {tool / base:.3f}  (target <= 1.10)")
+        inproc = statistics.median(inproc_ms)
+        print(f"  browser_execute in-process execute() {inproc:8.1f} ms   ratio {inproc / base:.3f}")
+        await reading(session, runs)
     await registry.aclose()
 
-    base = statistics.median(direct_ms)
-    print(f"{STEPS} steps, median of {runs} runs:")
-    print(f"  Playwright directly (baseline)       {base:8.1f} ms")
-    tool = statistics.median(tool_ms)
-    print(f"  browser_execute over MCP stdio       {tool:8.1f} ms   ratio {tool / base:.3f}  (target <= 1.10)")
-    inproc = statistics.median(inproc_ms)
-    print(f"  browser_execute in-process execute() {inproc:8.1f} ms   ratio {inproc / base:.3f}")
+
+def _page(sections: int) -> str:
+    parts = "".join(
+        f"<section><h2>Part {i}</h2><p>Some text about part {i}.</p><label>Field {i} <input name=f{i}></label>"
+        f"<a href='#p{i}'>Link {i}</a><button>Action {i}</button></section>"
+        for i in range(sections)
+    )
+    return f"<title>page of {sections}</title><main>{parts}</main>"
+
+
+async def reading(session: ClientSession, runs: int) -> None:
+    """readPage (interactive) bytes vs a full-page screenshot, and readPage time on 5,000 elements."""
+
+    async def call(ops: list[dict]) -> tuple[dict, list]:
+        result = await session.call_tool("browser_execute", {"operations": ops, "tab": "bench-read"})
+        assert not result.is_error, result.content[0].text[:500]
+        body = json.loads(result.content[0].text.split("\n", 1)[1])
+        return body, [c for c in result.content if c.type == "image"]
+
+    print("readPage (interactive) vs full-page screenshot:")
+    for sections in (5, 50, 300):
+        body, images = await call([{"type": "setContent", "params": {"html": _page(sections)}},
+                                   {"type": "readPage"}, {"type": "screenshot", "params": {"fullPage": True}}])
+        tree = json.dumps(body["results"][1]["result"]).encode()
+        png = len(base64.b64decode(images[0].data))
+        print(f"  {sections * 7:5d} elements: readPage {len(tree):7d} B   screenshot {png:9d} B   "
+              f"({png / len(tree):.0f}x)")
+    big = [{"type": "setContent", "params": {"html": _page(715)}}]  # 715 sections x 7 = 5,005 elements
+    await call(big)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        body, _ = await call([{"type": "readPage"}])
+        times.append((time.perf_counter() - start) * 1000)
+    result = body["results"][0]["result"]
+    print(f"  readPage of 5,005 elements: median {statistics.median(times):.0f} ms "
+          f"(listed {result['elements']}, truncated {result['truncated']})")
 
 
 def main() -> None:
