@@ -62,6 +62,7 @@ class JsEngine:
         self._pool: list[_Vm] = []
         self._closed = False
         self._refill_scheduled = False
+        self._refill_loop: asyncio.AbstractEventLoop | None = None
         self._refill()  # also compiles the guest module (about 0.7 s, once per process)
 
     def close(self) -> None:
@@ -87,10 +88,12 @@ class JsEngine:
         # which takes the timeout per call.
         if limits.heap_memory_max_mb == JsLimits().heap_memory_max_mb and self._pool:
             vm = self._pool.pop()
-            if not self._refill_scheduled and not self._closed:
+            loop = asyncio.get_running_loop()
+            stale = self._refill_loop is not None and self._refill_loop.is_closed()
+            if (not self._refill_scheduled or stale) and not self._closed:
                 # Refill once the loop has been quiet a moment, not inside this run's awaits.
-                self._refill_scheduled = True
-                asyncio.get_running_loop().call_later(_REFILL_DELAY, self._refill)
+                self._refill_scheduled, self._refill_loop = True, loop
+                loop.call_later(_REFILL_DELAY, self._refill)
             return vm
         return _Vm(limits)
 

@@ -47,6 +47,7 @@ class PyEngine:
         self._lock = threading.Lock()
         self._closed = False
         self._refilling = False
+        self._refill_loop: asyncio.AbstractEventLoop | None = None
         self._background: set[asyncio.Task[Any]] = set()
         # Load the compiled module into this process (seconds the first time) and fill the pool.
         self._refill()
@@ -81,12 +82,14 @@ class PyEngine:
     def _take(self, limits: PyLimits) -> _Interpreter | None:
         if limits.memory_max_mb != PyLimits().memory_max_mb:
             return None
+        loop = asyncio.get_running_loop()
         with self._lock:
             interp = self._pool.pop() if self._pool else None
-            start = not self._refilling and not self._closed
-            self._refilling = self._refilling or start
+            stale = self._refill_loop is not None and self._refill_loop.is_closed()
+            start = (not self._refilling or stale) and not self._closed
+            if start:
+                self._refilling, self._refill_loop = True, loop
         if start:
-            loop = asyncio.get_running_loop()
             loop.call_later(_REFILL_DELAY, lambda: self._spawn(asyncio.to_thread(self._refill)))
         return interp
 
