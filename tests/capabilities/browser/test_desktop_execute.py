@@ -107,6 +107,7 @@ class InputPage:
         self.tab = f"desktop-{uuid.uuid4().hex[:8]}"
         run = run_page([{"type": "navigate", "params": {"url": url}}], tab=self.tab)
         assert not run.is_error, run.summary
+        self._wait_for_a_still_maximised_window()
         self.origin = self._find_origin()
 
     def eval(self, script: str):
@@ -122,6 +123,22 @@ class InputPage:
         while (value := self.eval(script)) != expected and time.monotonic() < deadline:
             time.sleep(0.1)
         return value
+
+    def _wait_for_a_still_maximised_window(self) -> None:
+        # After a screen resize the window manager re-maximises windows a moment later; aim
+        # only once the window spans the screen and has stopped moving.
+        size = self.desktop([{"type": "screen.width"}, {"type": "screen.height"}])
+        width = size.result(1)
+        script = "[window.screenX, window.screenY, window.outerWidth, window.outerHeight]"
+        deadline = time.monotonic() + 15
+        last = None
+        while True:
+            box = self.eval(script)
+            if box == last and box[2] == width:
+                return
+            assert time.monotonic() < deadline, f"the window never settled maximised: {box}"
+            last = box
+            time.sleep(0.2)
 
     def _find_origin(self) -> tuple[int, int]:
         # The window is maximised: the middle of the screen is inside the page. The page learns
