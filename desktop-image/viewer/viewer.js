@@ -13,34 +13,50 @@ const viewOnly = params.get('view_only') === '1' || params.get('view_only') === 
 const statusEl = document.getElementById('status');
 const wsBase = (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/websockify?token=';
 
-// Exposed for people debugging and for tests: connection state and the last screen size.
-window.codedesk = { state: 'connecting', screen: null, resizeReplies: 0, error: null };
+// Exposed for people debugging and for tests: connection state, how many times it connected,
+// and the last screen size.
+window.codedesk = { state: 'connecting', connects: 0, screen: null, resizeReplies: 0, error: null };
 
 function setStatus(text) {
   statusEl.textContent = text;
   statusEl.style.display = text ? '' : 'none';
 }
 
-const rfb = new RFB(document.getElementById('screen'), wsBase + encodeURIComponent(token),
-                    { wsProtocols: ['binary'] });
-rfb.viewOnly = viewOnly;
-rfb.scaleViewport = false;  // the screen itself follows the window; nothing to scale
-rfb.resizeSession = false;  // x11vnc refuses client resizes; the resize channel does it
-rfb.focusOnClick = true;
+let rfb = null;
 
-rfb.addEventListener('connect', () => {
-  window.codedesk.state = 'connected';
-  setStatus('');
-  requestResize();
-});
-rfb.addEventListener('disconnect', (e) => {
-  window.codedesk.state = e.detail.clean ? 'disconnected' : 'refused';
-  setStatus(e.detail.clean ? 'disconnected' : 'connection refused or lost (is the token right?)');
-});
-rfb.addEventListener('securityfailure', (e) => {
-  window.codedesk.state = 'refused';
-  window.codedesk.error = e.detail.reason || 'security failure';
-});
+function connect() {
+  rfb = new RFB(document.getElementById('screen'), wsBase + encodeURIComponent(token),
+                { wsProtocols: ['binary'] });
+  rfb.viewOnly = viewOnly;
+  rfb.scaleViewport = false;  // the screen itself follows the window; nothing to scale
+  rfb.resizeSession = false;  // x11vnc refuses client resizes; the resize channel does it
+  rfb.focusOnClick = true;
+
+  rfb.addEventListener('connect', () => {
+    window.codedesk.state = 'connected';
+    window.codedesk.connects += 1;
+    setStatus('');
+    requestResize();
+  });
+  rfb.addEventListener('disconnect', (e) => {
+    if (window.codedesk.connects > 0) {
+      // The session restarts a crashed VNC server or proxy (the proxy may even close the
+      // socket cleanly when its target dies): follow it back.
+      window.codedesk.state = 'reconnecting';
+      setStatus('connection lost, reconnecting…');
+      setTimeout(connect, 1000);
+      return;
+    }
+    window.codedesk.state = e.detail.clean ? 'disconnected' : 'refused';
+    setStatus(e.detail.clean ? 'disconnected' : 'connection refused (is the token right?)');
+  });
+  rfb.addEventListener('securityfailure', (e) => {
+    window.codedesk.state = 'refused';
+    window.codedesk.error = e.detail.reason || 'security failure';
+  });
+}
+
+connect();
 
 // --- the resize channel ---------------------------------------------------------------
 let resizeWs = null;

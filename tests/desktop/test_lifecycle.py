@@ -66,16 +66,24 @@ def _kill_part_and_wait(session, name: str) -> tuple[int, int]:
     return old, new
 
 
-def test_killed_x11vnc_is_restarted(private_session):
+def test_killed_x11vnc_is_restarted_and_the_viewer_reconnects(private_session, viewer_browser):
     """The viewer must come back on its own after its VNC server dies."""
-    _kill_part_and_wait(private_session, "x11vnc")
-    port = status_of(private_session)["ports"]["vnc"]
+    page = viewer_browser.new_page(viewport={"width": 1280, "height": 800})
+    try:
+        page.goto(private_session.info.viewer_url)
+        page.wait_for_function("window.codedesk.state === 'connected'", timeout=20000)
+        _kill_part_and_wait(private_session, "x11vnc")
+        port = status_of(private_session)["ports"]["vnc"]
 
-    def greets():
-        with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
-            return s.recv(12).startswith(b"RFB ")
+        def greets():
+            with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+                return s.recv(12).startswith(b"RFB ")
 
-    wait_until(lambda: _try(greets), what="x11vnc answering again")
+        wait_until(lambda: _try(greets), what="x11vnc answering again")
+        page.wait_for_function(
+            "window.codedesk.connects >= 2 && window.codedesk.state === 'connected'", timeout=20000)
+    finally:
+        page.close()
 
 
 def _try(fn):
@@ -113,10 +121,8 @@ def test_up_after_the_supervisor_was_killed_replaces_what_it_left(private_sessio
     assert _devtools_up(info)
 
 
-def test_down_then_up_keeps_a_cookie_and_leaves_no_x_lock(private_session, pages_server):
+def test_down_then_up_keeps_a_cookie_and_leaves_no_x_lock(private_session, pages_server, playwright):
     """Sleep and resume: the Chromium profile (cookies) survives `down` + `up`."""
-    from playwright.sync_api import sync_playwright
-
     info = private_session.info
     restarted = None
     if not _try(lambda: _devtools_up(info)):
@@ -126,12 +132,10 @@ def test_down_then_up_keeps_a_cookie_and_leaves_no_x_lock(private_session, pages
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         wait_until(lambda: _try(lambda: _devtools_up(info)), timeout=30, what="Chromium restarted")
     url = pages_server.url("/echo?cookie")
-    with sync_playwright() as p:
-        browser = p.chromium.connect_over_cdp(info.devtools_url)
-        ctx = browser.contexts[0]
-        ctx.add_cookies([{"name": "codedesk_sleep", "value": "kept", "url": url,
-                          "expires": 4102444800}])
-        browser.close()
+    browser = playwright.chromium.connect_over_cdp(info.devtools_url)
+    browser.contexts[0].add_cookies([{"name": "codedesk_sleep", "value": "kept", "url": url,
+                                      "expires": 4102444800}])
+    browser.close()
 
     display = int(info.display[1:])
     private_session.desktop_cli("down")
@@ -145,10 +149,9 @@ def test_down_then_up_keeps_a_cookie_and_leaves_no_x_lock(private_session, pages
 
     private_session.desktop_cli("up")
     info = private_session.reload()
-    with sync_playwright() as p:
-        browser = p.chromium.connect_over_cdp(info.devtools_url)
-        cookies = browser.contexts[0].cookies([url])
-        browser.close()
+    browser = playwright.chromium.connect_over_cdp(info.devtools_url)
+    cookies = browser.contexts[0].cookies([url])
+    browser.close()
     assert {"name": "codedesk_sleep", "value": "kept"} in [
         {"name": c["name"], "value": c["value"]} for c in cookies]
 

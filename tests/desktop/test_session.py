@@ -151,24 +151,21 @@ def _local_addresses() -> list[str]:
     return [line.split()[3].split("/")[0] for line in out.splitlines()]
 
 
-def test_a_new_browser_window_opens_maximised(desktop_session):
+def test_a_new_browser_window_opens_maximised(desktop_session, playwright):
     """The spec says Chromium's window opens maximised; a small window hides the page."""
-    from playwright.sync_api import sync_playwright
-
     info = desktop_session.info
-    with sync_playwright() as p:
-        browser = p.chromium.connect_over_cdp(info.devtools_url)
-        before = {w["id"] for w in chromium_windows(info)}
-        page = browser.contexts[0].new_page()
-        try:
-            new = wait_until(lambda: [w for w in chromium_windows(info) if w["id"] not in before],
-                             what="a Chromium window")
-            state = wait_until(lambda: "MAXIMIZED_HORZ" in (s := x_run(
-                info, "xprop", "-id", new[0]["id"], "_NET_WM_STATE")) and s, what="maximised state")
-            assert "_NET_WM_STATE_MAXIMIZED_VERT" in state
-        finally:
-            page.close()
-            browser.close()
+    browser = playwright.chromium.connect_over_cdp(info.devtools_url)
+    before = {w["id"] for w in chromium_windows(info)}
+    page = browser.contexts[0].new_page()
+    try:
+        new = wait_until(lambda: [w for w in chromium_windows(info) if w["id"] not in before],
+                         what="a Chromium window")
+        state = wait_until(lambda: "MAXIMIZED_HORZ" in (s := x_run(
+            info, "xprop", "-id", new[0]["id"], "_NET_WM_STATE")) and s, what="maximised state")
+        assert "_NET_WM_STATE_MAXIMIZED_VERT" in state
+    finally:
+        page.close()
+        browser.close()
 
 
 def test_viewer_with_the_secret_connects_and_draws_the_desktop(desktop_session, viewer_browser):
