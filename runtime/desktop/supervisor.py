@@ -46,6 +46,7 @@ CHROMIUM_FLAGS = [
     "--disable-component-extensions-with-background-pages",
     "--metrics-recording-only",
     "--password-store=basic",
+    "--hide-crash-restore-bubble",  # after a crashed display, no "Restore pages?" in the way
     "--disable-features=Translate,MediaRouter,DialMediaRouteProvider,OptimizationHints,"
     "OptimizationHintsFetching,OptimizationGuideModelDownloading,OptimizationTargetPrediction,"
     "AutofillServerCommunication,CertificateTransparencyComponentUpdater,InterestFeedContentSuggestions,"
