@@ -101,7 +101,9 @@ def test_schema_comes_from_the_operation_types(browser_server):
     types = [v["properties"]["type"]["const"] for v in variants]
     assert types[:11] == ["navigate", "wait", "click", "type", "press", "select", "evaluate", "screenshot", "url",
                           "setViewport", "setContent"]
-    assert types[11:] == ["readPage", "find", "getText", "formInput", "tabs"]
+    assert types[11:] == ["readPage", "find", "getText", "formInput", "tabs", "console", "network", "dialog",
+                          "hover", "doubleClick", "tripleClick", "rightClick", "middleClick", "drag", "scroll",
+                          "scrollTo", "key", "holdKey", "zoom", "upload", "download"]
     assert all(v["additionalProperties"] is False for v in variants)
     assert all(v["properties"]["params"]["additionalProperties"] is False for v in variants)
     viewport = variants[types.index("setViewport")]["properties"]["params"]["properties"]
