@@ -189,6 +189,10 @@ def _start_supervisor(layout: SessionLayout, ready_fd: int, viewer_host: str, vi
         os.setsid()
         if os.fork():
             os._exit(0)
+        try:  # `ps`/`top` name it for what it is, not the `up` it was forked from
+            Path("/proc/self/comm").write_text("codedesk-super")
+        except OSError:
+            pass
         null = os.open(os.devnull, os.O_RDONLY)
         logfd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         os.dup2(null, 0)
