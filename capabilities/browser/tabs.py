@@ -268,7 +268,17 @@ class TabRegistry:
     # ---- tabs
 
     async def _open(self, context: BrowserContext, tab: NamedTab) -> None:
-        """Open the tab's page (at its last URL when it had one)."""
+        """Open the tab's page (at its last URL when it had one), or find it when another
+        server process of the session opened it meanwhile."""
+        entry = self._read_saved().get(tab.name, {})
+        other = str(entry.get("target", ""))
+        if other and other != tab.target_id:
+            for page in context.pages:
+                if await _target_id(page) == other:
+                    tab.page, tab.target_id, tab.url = page, other, str(entry.get("url", tab.url))
+                    watch(page, tab.events)
+                    await page.bring_to_front()
+                    return
         first_window = not context.pages
         page = await context.new_page()
         tab.page = page
@@ -319,34 +329,39 @@ class TabRegistry:
         assert self._session is not None
         return self._session.data_dir / "browser" / "tabs.json"
 
+    def _read_saved(self) -> dict[str, dict]:
+        try:
+            saved = json.loads(self._state_path().read_text())
+        except (OSError, ValueError):
+            return {}
+        tabs = saved.get("tabs", {}) if isinstance(saved, dict) else {}
+        return {str(k): v for k, v in tabs.items() if isinstance(v, dict)}
+
     def _load_state(self) -> None:
         if self._loaded_state:
             return
         self._loaded_state = True
-        try:
-            saved = json.loads(self._state_path().read_text())
-        except (OSError, ValueError):
-            return
-        for name, entry in saved.get("tabs", {}).items():
+        for name, entry in self._read_saved().items():
             tab = self._tabs.setdefault(name, NamedTab(name))
             tab.target_id = str(entry.get("target", ""))
             tab.url = str(entry.get("url", "about:blank"))
 
     def _save_state(self) -> None:
+        """Write this server's tabs into tabs.json, keeping the entries of names it does not
+        know (another server process may share the session)."""
         if self._session is None:
             return
         path = self._state_path()
-        state = {
-            "tabs": {
-                tab.name: {"target": tab.target_id, "url": tab.url}
-                for tab in self._tabs.values()
-                if tab.target_id or tab.url != "about:blank"
-            }
-        }
+        tabs = self._read_saved()
+        for tab in self._tabs.values():
+            if tab.target_id or tab.url != "about:blank":
+                tabs[tab.name] = {"target": tab.target_id, "url": tab.url}
+            else:
+                tabs.pop(tab.name, None)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(state, indent=1))
+            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"tabs": tabs}, indent=1))
             os.replace(tmp, path)
         except OSError:
             pass  # remembering tabs is a convenience; the call itself must not fail for it

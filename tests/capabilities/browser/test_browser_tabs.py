@@ -113,3 +113,15 @@ def test_named_tab_persists_across_two_run_js_calls(browser_desktop, pages_serve
         )
     assert not second.is_error, second.text
     assert '["/browser_form.html","from run 1"]' in second.text
+
+
+def test_two_servers_of_one_session_share_a_named_tab(run_page, browser_desktop, browser_kit):
+    """A second server process on the same session finds the tab the first one opened (and the
+    first keeps its own other tabs in tabs.json)."""
+    assert not run_page([ev("window.__shared = 'from the first server'")], tab="shared").is_error
+    with browser_kit.BrowserServer(browser_desktop.env) as second:
+        run = browser_kit.read(second.call("browser_execute", {"operations": [ev("window.__shared")], "tab": "shared"}))
+        assert not browser_kit.read(second.call("browser_execute", {"operations": [ev("1")], "tab": "second-only"})).is_error
+    assert run.result(1) == "from the first server"
+    saved = json.loads((browser_desktop.data_dir / "browser" / "tabs.json").read_text())["tabs"]
+    assert {"shared", "second-only", "persist"} <= set(saved)
