@@ -13,6 +13,7 @@ import builtins
 import json
 import linecache
 import sys
+import time
 import traceback
 import types
 
@@ -20,7 +21,8 @@ import host as _host
 from host import tools as _tools
 
 FILENAME = "<code>"
-_FLUSH_BYTES = 8192
+_FLUSH_BYTES = 8192  # console lines go to the host at least this often,
+_FLUSH_SECONDS = 0.25  # or this often, when there is no tool call to ride along
 
 
 class BridgeError(Exception):
@@ -53,6 +55,7 @@ class _Console:
         self.cut_bytes = 0
         self.cut_lines = 0
         self.partial = {}
+        self.flushed = time.monotonic()
 
     def write(self, level, text):
         buf = self.partial.get(level, "") + text
@@ -60,7 +63,8 @@ class _Console:
         self.partial[level] = rest
         for line in whole:
             self.add(level, line)
-        if self.size >= _FLUSH_BYTES:
+        if self.lines and (self.size >= _FLUSH_BYTES
+                           or time.monotonic() - self.flushed >= _FLUSH_SECONDS):
             _frame({"op": "console"})
 
     def add(self, level, line):
@@ -88,6 +92,7 @@ class _Console:
 
     def take(self):
         lines, self.lines, self.size = self.lines, [], 0
+        self.flushed = time.monotonic()
         return lines
 
 

@@ -285,3 +285,21 @@ async def test_result_too_large_for_python_is_a_bridge_error_with_advice(py_engi
     assert result.error.kind == "bridge"
     assert "16 MiB" in result.error.message and "ask for less" in result.error.message
     assert result.error.line == 1
+
+
+async def test_print_reaches_on_console_while_a_long_run_computes(py_engine, tools):
+    """Progress printed by a run without tool calls streams out before the run ends (with the
+    next write a quarter second or more after the last flush)."""
+    seen: list[tuple[float, str]] = []
+    loop = asyncio.get_running_loop()
+    result = await py_engine.run(
+        "import time\ndef spin(s):\n    end = time.monotonic() + s\n    while time.monotonic() < end:\n"
+        "        pass\nprint('first')\nspin(0.5)\nprint('second')\nspin(1.5)\nprint('last')",
+        **tools.kwargs(),
+        on_console=lambda level, text: seen.append((loop.time(), text)),
+    )
+    finished = loop.time()
+    assert result.status == "ok"
+    assert [text for _, text in seen] == ["first", "second", "last"]
+    # "first" went out with the next write, half a second in, while the run still computed
+    assert finished - seen[0][0] > 1.0
