@@ -129,9 +129,15 @@ def read_session(data: Path | None = None) -> SessionInfo:
 
 
 def write_session(info: SessionInfo) -> Path:
-    """Write `<data_dir>/session.json` atomically (used by `codedesk desktop up`)."""
+    """Write `<data_dir>/session.json` atomically (used by `codedesk desktop up`).
+
+    The file holds the viewer's secret, so only its owner may read it (mode 0600).
+    """
     path = info.data_dir / SESSION_FILE
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(info.to_json(), indent=2))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(info.to_json(), indent=2))
+    os.chmod(tmp, 0o600)  # an older tmp file may have had wider rights
     os.replace(tmp, path)
     return path
