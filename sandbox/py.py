@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import secrets
 import threading
 from importlib.resources import files
@@ -31,6 +32,8 @@ from sandbox.result import (
     RunError,
     RunResult,
 )
+
+logger = logging.getLogger(__name__)
 
 _GUEST_API = files("sandbox").joinpath("guest_api.py").read_text(encoding="utf-8")
 _POOL_SIZE = 2
@@ -72,7 +75,13 @@ class PyEngine:
                 if self._closed or len(self._pool) >= self._pool_size:
                     self._refilling = False
                     return
-            interp = _Interpreter(PyLimits())
+            try:
+                interp = _Interpreter(PyLimits())
+            except Exception:
+                # runs open their own interpreter meanwhile; the next run tries again
+                with self._lock:
+                    self._refilling = False
+                raise
             with self._lock:
                 if self._closed:
                     interp.close()
@@ -96,7 +105,12 @@ class PyEngine:
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        task.add_done_callback(self._background_done)
+
+    def _background_done(self, task: asyncio.Task[Any]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("making or closing an interpreter ahead failed: %r", task.exception())
 
     async def run(
         self,
