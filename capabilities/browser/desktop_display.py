@@ -18,7 +18,7 @@ from Xlib.ext import xtest
 
 from ..session import SessionInfo
 from .desktop_keys import KEYS
-from .desktop_screen import png_from_bgrx
+from ..png import png_from_bgrx
 
 CLIPBOARD_TIMEOUT_S = 5
 

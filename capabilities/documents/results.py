@@ -14,14 +14,13 @@ import base64
 import io
 import json
 import os
-import struct
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types as types
-from isal import isal_zlib
 from PIL import Image
+
+from ..png import encode_png
 
 DEFAULT_MAX_EDGE_PX = 1568
 DEFAULT_MAX_MB = 3.0
@@ -86,37 +85,10 @@ def _flatten(image: Image.Image) -> Image.Image:
 
 def _encode(image: Image.Image, fmt: str) -> bytes:
     if fmt == "PNG":
-        return fast_png(image)
+        return encode_png(image)
     buffer = io.BytesIO()
     image.save(buffer, "JPEG", quality=85, optimize=True)
     return buffer.getvalue()
-
-
-# PNG colour type and bytes per pixel of the modes `fast_png` writes.
-_PNG_MODES = {"L": (0, 1), "LA": (4, 2), "RGB": (2, 3), "RGBA": (6, 4)}
-_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-def _chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-
-def fast_png(image: Image.Image) -> bytes:
-    """A PNG of an L / LA / RGB / RGBA image, several times faster than Pillow's encoder.
-
-    Rendered pages are flat colour and text, which compress well without PNG's row filters:
-    the rows are written unfiltered and deflated with ISA-L.
-    """
-    color_type, depth = _PNG_MODES[image.mode]
-    width, height = image.size
-    # Packed with a stride one byte longer than a row, each row ends with a zero byte (the
-    # raw encoder zero-pads); one more zero in front makes every row start with filter type
-    # 0 (none), as PNG scanlines must.
-    packed = image.tobytes("raw", image.mode, width * depth + 1)
-    deflate = isal_zlib.compressobj(1)
-    idat = deflate.compress(b"\x00") + deflate.compress(memoryview(packed)[:-1]) + deflate.flush()
-    header = struct.pack(">IIBBBBB", width, height, 8, color_type, 0, 0, 0)
-    return _PNG_SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", idat) + _chunk(b"IEND", b"")
 
 
 def success(output: ToolOutput) -> types.CallToolResult:
