@@ -30,7 +30,8 @@ UP_TIMEOUT = 60.0
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="codedesk desktop", description="The desktop session.")
-    sub = p.add_subparsers(dest="command", required=True)
+    # "_supervise" is internal (the detached supervisor), so the metavar lists only the public ones.
+    sub = p.add_subparsers(dest="command", required=True, metavar="{up,down,status}")
 
     def data_arg(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--data", type=Path, default=None,
@@ -52,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="print the session's parts as JSON")
     data_arg(status)
 
-    sv = sub.add_parser("_supervise", help=argparse.SUPPRESS)
+    sv = sub.add_parser("_supervise")
     data_arg(sv)
     sv.add_argument("--viewer-host", default="127.0.0.1")
     sv.add_argument("--viewer-port", type=int, default=0)
