@@ -13,10 +13,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from playwright.async_api import ConsoleMessage, Dialog, Page, Request
 from playwright.async_api import Error as PlaywrightError
 
 KEEP = 500  # entries kept per tab and kind between reads
+SETTLE_S = 1.0  # how long a network read waits for requests in flight
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,21 @@ class TabEvents:
     dialogs: list[dict[str, Any]] = field(default_factory=list)  # raised during the current step
     next_dialog: DialogAnswer | None = None
     dropped: dict[str, int] = field(default_factory=lambda: {"console": 0, "network": 0})
+    in_flight: set = field(default_factory=set)  # requests started, not yet finished or failed
+    _settled: anyio.Event = field(default_factory=anyio.Event)
+
+    async def settle(self, timeout_s: float = SETTLE_S) -> None:
+        """Wait (briefly) for requests in flight to finish, so a read right after the page
+        reacted to a response also lists that request."""
+        with anyio.move_on_after(timeout_s):
+            while self.in_flight:
+                self._settled = anyio.Event()
+                await self._settled.wait()
+
+    def _done(self, request: Any) -> None:
+        self.in_flight.discard(request)
+        if not self.in_flight:
+            self._settled.set()
 
     def take(self, kind: str) -> dict[str, Any]:
         """The entries of `kind` since the last read, and how many were dropped (over KEEP)."""
@@ -67,6 +84,9 @@ def watch(page: Page, events: TabEvents) -> None:
     def on_page_error(error: PlaywrightError) -> None:
         events._keep("console", {"type": "pageerror", "text": str(error), "source": ""})
 
+    def on_request(request: Request) -> None:
+        events.in_flight.add(request)
+
     async def on_request_done(request: Request) -> None:
         status: int | None = None
         try:
@@ -80,12 +100,14 @@ def watch(page: Page, events: TabEvents) -> None:
             "method": request.method, "url": request.url, "status": status, "type": request.resource_type,
             "ms": round(elapsed, 1) if elapsed is not None and elapsed >= 0 else None,
         })
+        events._done(request)
 
     def on_request_failed(request: Request) -> None:
         events._keep("network", {
             "method": request.method, "url": request.url, "status": None, "type": request.resource_type,
             "failure": request.failure or "failed",
         })
+        events._done(request)
 
     async def on_dialog(dialog: Dialog) -> None:
         answer = events.next_dialog
@@ -105,6 +127,7 @@ def watch(page: Page, events: TabEvents) -> None:
 
     page.on("console", on_console)
     page.on("pageerror", on_page_error)
+    page.on("request", on_request)
     page.on("requestfinished", on_request_done)
     page.on("requestfailed", on_request_failed)
     page.on("dialog", on_dialog)

@@ -17,7 +17,7 @@ from playwright.async_api import CDPSession, Page
 from capabilities.session import SessionInfo
 
 from . import page_ops as ops
-from .page_reading import shown, target
+from .page_reading import StepProblem, shown, target
 
 DOWNLOAD_TIMEOUT_MS = 45_000
 
@@ -106,12 +106,12 @@ class Downloads:
                     begun = await self._next(lambda: self._begun[0] if self._begun else None)
                     done = await self._next(lambda: self._finished.pop(begun["guid"], None))
             except TimeoutError:
-                raise ValueError(
+                raise StepProblem(
                     f"no download finished within {DOWNLOAD_TIMEOUT_MS // 1000} s of clicking "
                     f"{shown(p)!r}; check that it is a download link (readPage shows its href)"
                 ) from None
         if done["state"] != "completed":
-            raise ValueError(f"the download of {begun['url']} was canceled")
+            raise StepProblem(f"the download of {begun['url']} was canceled")
         # Chromium picks the final name ("report (1).txt" when "report.txt" exists).
         path = Path(done.get("filePath") or self.folder / (begun.get("suggestedFilename") or "download"))
         return {"path": str(path), "size": path.stat().st_size,

@@ -368,7 +368,8 @@ class Console(_Op):
 
 
 class Network(_Op):
-    """The tab's requests (method, URL, status, type, ms) since the last read."""
+    """The tab's requests (method, URL, status, type, ms) since the last read (requests in
+    flight get a second to finish)."""
 
     type: Literal["network"]
     params: _NoParams = _NoParams()

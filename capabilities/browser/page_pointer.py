@@ -15,7 +15,7 @@ from PIL import Image as PILImage
 from playwright.async_api import Page
 
 from . import page_ops as ops
-from .page_reading import shown, target
+from .page_reading import StepProblem, shown, target
 
 # Friendly key names a model tends to write, as Playwright spells them.
 _KEY_NAMES = {
@@ -42,7 +42,7 @@ async def _point(page: Page, place: ops.PointSpec) -> tuple[float, float]:
     await locator.scroll_into_view_if_needed(timeout=ops.CLICK_TIMEOUT_MS)
     box = await locator.bounding_box(timeout=ops.CLICK_TIMEOUT_MS)
     if box is None:
-        raise ValueError(f"{shown(place)} has no box on the page (hidden?); wait for it or use another element")
+        raise StepProblem(f"{shown(place)} has no box on the page (hidden?); wait for it or use another element")
     return box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
 
 

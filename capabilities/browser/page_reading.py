@@ -21,7 +21,11 @@ from . import page_ops as ops
 REF_ATTRIBUTE = "data-codedesk-ref"
 
 
-class StaleRef(Exception):
+class StepProblem(Exception):
+    """A step cannot do what it was asked; the message says why and what to do instead."""
+
+
+class StaleRef(StepProblem):
     """The ref no longer names an element of the page."""
 
 
@@ -98,17 +102,17 @@ async def form_input(page: Page, p: ops.FormInputParams) -> dict[str, Any]:
     value = p.value
     if kind == "check":
         if not isinstance(value, bool):
-            raise ValueError(f"{shown(p)} is a checkbox or radio: give value true or false")
+            raise StepProblem(f"{shown(p)} is a checkbox or radio: give value true or false")
         await locator.set_checked(value, timeout=ops.CLICK_TIMEOUT_MS)
     elif kind == "select":
         if isinstance(value, bool):
-            raise ValueError(f"{shown(p)} is a <select>: give an option's value or label (or a list of them)")
+            raise StepProblem(f"{shown(p)} is a <select>: give an option's value or label (or a list of them)")
         selected = await locator.select_option(value if isinstance(value, list) else [value], timeout=ops.CLICK_TIMEOUT_MS)
         return {"element": shown(p), "selected": selected}
     elif kind == "fill":
         if not isinstance(value, str):
-            raise ValueError(f"{shown(p)} is a text field: give value as a string")
+            raise StepProblem(f"{shown(p)} is a text field: give value as a string")
         await locator.fill(value, timeout=ops.CLICK_TIMEOUT_MS)
     else:
-        raise ValueError(f"{shown(p)} is not a form field; use click or type for other elements")
+        raise StepProblem(f"{shown(p)} is not a form field; use click or type for other elements")
     return {"element": shown(p), "value": value}

@@ -20,12 +20,12 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
-from . import page_ops as ops
 from . import page_files as files
+from . import page_ops as ops
 from . import page_pointer as pointer
 from . import page_reading as reading
 from .page_events import DialogAnswer, TabEvents
-from .page_reading import StaleRef, shown, target
+from .page_reading import StepProblem, shown, target
 
 FAILURE_SHOT_TIMEOUT_MS = 5_000
 
@@ -90,7 +90,7 @@ async def run_step(ctx: StepContext, op: Any) -> Any:
     try:
         await reading.check_ref(page, op.params)
         return await _dispatch(ctx, op)
-    except (StaleRef, ValueError) as exc:
+    except StepProblem as exc:
         raise StepFailed(str(exc)) from exc
     except PlaywrightTimeout as exc:
         selector = target(op.params)
@@ -160,6 +160,7 @@ async def _dispatch(ctx: StepContext, op: Any) -> Any:
         case ops.Console():
             return ctx.events.take("console")
         case ops.Network():
+            await ctx.events.settle()
             return ctx.events.take("network")
         case ops.Hover() | ops.DoubleClick() | ops.TripleClick() | ops.RightClick() | ops.MiddleClick():
             return await pointer.pointer(page, op.type, p)
