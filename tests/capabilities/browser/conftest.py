@@ -46,6 +46,7 @@ class BrowserServer:
 
     def __init__(self, env: dict[str, str], log_path: Path | None = None) -> None:
         self.env = env
+        self._own_log = log_path is None  # a temporary log, removed at exit
         if log_path is None:
             fd, name = tempfile.mkstemp(prefix="browser-server-", suffix=".log")
             os.close(fd)
@@ -82,6 +83,8 @@ class BrowserServer:
         finally:
             self._portal_cm.__exit__(None, None, None)
             self._log.close()
+            if self._own_log:
+                self._log_path.unlink(missing_ok=True)
 
     def call(self, tool: str, args: dict):
         """Call a tool; returns its CallToolResult."""
