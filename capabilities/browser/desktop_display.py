@@ -265,17 +265,25 @@ class DisplayConnection:
 
     # -- clipboard (xclip) ----------------------------------------------------------------
 
-    def _clipboard_env(self) -> dict[str, str]:
-        return {**os.environ, **self.session.env, "DISPLAY": self.name}
+    def _xclip(self, args: list[str], **kwargs) -> subprocess.CompletedProcess:
+        """Run xclip on the session's display, as the desktop user when we are root: the owner
+        xclip leaves behind is a desktop process, and no desktop process runs as root."""
+        as_desktop_user = {}
+        if os.geteuid() == 0 and self.session.uid != 0:
+            as_desktop_user = {"user": self.session.uid, "group": self.session.gid,
+                               "extra_groups": [], "cwd": self.session.home}
+        return subprocess.run(["xclip", "-selection", "clipboard", *args],
+                              env={**os.environ, **self.session.env, "DISPLAY": self.name},
+                              timeout=CLIPBOARD_TIMEOUT_S, **as_desktop_user, **kwargs)
 
     def set_clipboard(self, text: str) -> None:
         """Own the clipboard with `text`. xclip forks and stays as the owner after we return,
         in its own session, so the text outlives this call and this server."""
         try:
-            done = subprocess.run(
-                ["xclip", "-selection", "clipboard", "-in"], input=text.encode(),
+            done = self._xclip(
+                ["-in"], input=text.encode(),
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,  # the owner keeps them
-                env=self._clipboard_env(), timeout=CLIPBOARD_TIMEOUT_S, start_new_session=True)
+                start_new_session=True)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise DesktopError(f"cannot set the clipboard: {exc}") from exc
         if done.returncode != 0:
@@ -284,9 +292,7 @@ class DisplayConnection:
     def get_clipboard(self) -> str:
         """The clipboard's text; "" when it is empty or holds no text."""
         try:
-            done = subprocess.run(
-                ["xclip", "-selection", "clipboard", "-out", "-target", "UTF8_STRING"],
-                capture_output=True, env=self._clipboard_env(), timeout=CLIPBOARD_TIMEOUT_S)
+            done = self._xclip(["-out", "-target", "UTF8_STRING"], capture_output=True)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise DesktopError(f"cannot read the clipboard: {exc}") from exc
         if done.returncode != 0:

@@ -156,7 +156,10 @@ def test_a_new_browser_window_opens_maximised(desktop_session, playwright):
     info = desktop_session.info
     browser = playwright.chromium.connect_over_cdp(info.devtools_url)
     before = {w["id"] for w in chromium_windows(info)}
-    page = browser.contexts[0].new_page()
+    # A window of its own: other tests may have left one open, where a plain new page
+    # would become a tab.
+    cdp = browser.new_browser_cdp_session()
+    target = cdp.send("Target.createTarget", {"url": "about:blank", "newWindow": True})
     try:
         new = wait_until(lambda: [w for w in chromium_windows(info) if w["id"] not in before],
                          what="a Chromium window")
@@ -164,7 +167,7 @@ def test_a_new_browser_window_opens_maximised(desktop_session, playwright):
             info, "xprop", "-id", new[0]["id"], "_NET_WM_STATE")) and s, what="maximised state")
         assert "_NET_WM_STATE_MAXIMIZED_VERT" in state
     finally:
-        page.close()
+        cdp.send("Target.closeTarget", {"targetId": target["targetId"]})
         browser.close()
 
 

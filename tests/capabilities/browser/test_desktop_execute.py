@@ -409,6 +409,20 @@ def test_clipboard_round_trips_unicode_and_pastes_it(desktop, input_page):
     assert desktop([{"type": "clipboard.getContent"}]).result(1) == text
 
 
+def test_clipboard_owner_runs_as_the_desktop_user(desktop, browser_desktop):
+    """The xclip left owning the clipboard is a desktop process, so it must not run as root."""
+    desktop([{"type": "clipboard.setContent", "params": {"text": "owned"}}])
+    display = browser_desktop.info.display
+    owners = []
+    for proc in psutil.process_iter(["name", "uids"]):
+        try:
+            if proc.info["name"] == "xclip" and proc.environ().get("DISPLAY") == display:
+                owners.append(proc.info["uids"].real)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    assert owners and set(owners) == {browser_desktop.info.uid}
+
+
 # -- windows --------------------------------------------------------------------------------
 
 
