@@ -26,7 +26,7 @@ test: install
 
 up: install
 	$(VENV)/bin/codedesk desktop up
-	exec $(VENV)/bin/codedesk serve --http $(HTTP)
+	exec $(VENV)/bin/codedesk serve --http $(HTTP) --start-servers
 
 down:
 	$(VENV)/bin/codedesk desktop down

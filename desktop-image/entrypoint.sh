@@ -27,7 +27,7 @@ stop() {
 }
 trap stop TERM INT
 
-.venv/bin/codedesk serve --http "0.0.0.0:${HTTP_PORT}" &
+.venv/bin/codedesk serve --http "0.0.0.0:${HTTP_PORT}" --start-servers &
 serve_pid=$!
 wait "$serve_pid" || true
 stop

@@ -194,6 +194,19 @@ class Bridge:
         task_group.cancel_scope.shield = True
         await task_group.__aexit__(None, None, None)
 
+    def start_in_background(self) -> None:
+        """Start every configured server now without waiting, so the first call finds it
+        ready. A server that fails to start here is tried again, as usual, on first use."""
+        assert self._task_group is not None, "use the Bridge as an async context manager"
+        for name in self.servers:
+            self._task_group.start_soon(self._start_quietly, name, name=f"start {name}")
+
+    async def _start_quietly(self, name: str) -> None:
+        try:
+            await self._link(name)
+        except BridgeError as exc:
+            logger.warning("%s", exc)
+
     def known_tools(self) -> dict[str, list[types.Tool]]:
         """Tools of the servers started so far (by server name), without starting any."""
         return {name: list(tools) for name, tools in self._known_tools.items()}

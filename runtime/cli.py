@@ -1,8 +1,10 @@
 """The `codedesk` command.
 
-    codedesk serve [--http HOST:PORT] [--token T] [--config FILE]
+    codedesk serve [--http HOST:PORT] [--token T] [--config FILE] [--start-servers]
         Serve the run_js / run_py MCP tools: on stdin/stdout by default, or over streamable
         HTTP at http://HOST:PORT/mcp with a bearer token (printed on stderr at start).
+        Capability servers start on first use, or at once in the background with
+        --start-servers.
     codedesk run FILE.js|FILE.py [--config FILE]
         Run one script against the configured capability servers and print its result as the
         agent would see it; exit status 1 when the run fails.
@@ -51,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
                        "else a random token generated and printed at start)")
     serve.add_argument("--config", metavar="FILE", help="an mcpServers JSON file adding or overriding "
                        "capability servers (default: $CODEDESK_CONFIG)")
+    serve.add_argument("--start-servers", action="store_true",
+                       help="start the capability servers now, in the background, instead of on first "
+                       "use, so the first calls do not wait for them (make up does this)")
 
     run = commands.add_parser(
         "run",
@@ -114,13 +119,13 @@ def _serve(args: argparse.Namespace) -> int:
     if args.http is None:
         from runtime.server import serve_stdio
 
-        anyio.run(serve_stdio, servers)
+        anyio.run(serve_stdio, servers, args.start_servers)
         return 0
     from runtime.server import serve_http
 
     host, port = args.http
     try:
-        anyio.run(serve_http, servers, host, port, token)
+        anyio.run(serve_http, servers, host, port, token, args.start_servers)
     except OSError as exc:
         print(f"codedesk: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
         return 1

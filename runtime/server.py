@@ -56,8 +56,11 @@ CONSOLE_LOG_LEVELS: dict[str, types.LoggingLevel] = {
 class Runtime:
     """Engines, bridge and descriptions for one serving process. Use as an async context manager."""
 
-    def __init__(self, servers: Mapping[str, ServerConfig], *, listing_cache: Path | None = None) -> None:
+    def __init__(
+        self, servers: Mapping[str, ServerConfig], *, listing_cache: Path | None = None, start_servers: bool = False
+    ) -> None:
         self.servers = dict(servers)
+        self._start_servers = start_servers
         self.bridge = Bridge(self.servers, on_tools_changed=self._tools_changed)
         self._listing_cache = listing_cache if listing_cache is not None else listing_cache_module.default_path()
         self._remembered = listing_cache_module.load(self._listing_cache, self.servers)
@@ -69,6 +72,8 @@ class Runtime:
         await self.bridge.__aenter__()
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
+        if self._start_servers:
+            self.bridge.start_in_background()
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
@@ -294,20 +299,27 @@ def initialization_options(server: Server[Any]) -> Any:
     return server.create_initialization_options(NotificationOptions(tools_changed=True))
 
 
-async def serve_stdio(servers: Mapping[str, ServerConfig]) -> None:
-    """Serve run_js / run_py on this process's stdin and stdout until the client disconnects."""
+async def serve_stdio(servers: Mapping[str, ServerConfig], start_servers: bool = False) -> None:
+    """Serve run_js / run_py on this process's stdin and stdout until the client disconnects.
+
+    With `start_servers`, the capability servers start right away in the background instead
+    of on first use.
+    """
     from mcp.server.stdio import stdio_server
 
-    async with Runtime(servers) as runtime:
+    async with Runtime(servers, start_servers=start_servers) as runtime:
         server = build_server(runtime)
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, initialization_options(server))
 
 
-async def serve_http(servers: Mapping[str, ServerConfig], host: str, port: int, token: str) -> None:
+async def serve_http(
+    servers: Mapping[str, ServerConfig], host: str, port: int, token: str, start_servers: bool = False
+) -> None:
     """Serve run_js / run_py over streamable HTTP at `http://HOST:PORT/mcp`, bearer token required.
 
-    Prints the MCP URL and the token on stderr once the socket is bound.
+    Prints the MCP URL and the token on stderr once the socket is bound. `start_servers` as
+    for `serve_stdio`.
     """
     import socket
 
@@ -326,7 +338,7 @@ async def serve_http(servers: Mapping[str, ServerConfig], host: str, port: int, 
         sock.close()
         raise
     bound_port = sock.getsockname()[1]
-    async with Runtime(servers) as runtime:
+    async with Runtime(servers, start_servers=start_servers) as runtime:
         server = build_server(runtime)
         app = BearerTokenGuard(server.streamable_http_app(host=host), token)
         url_host = f"[{host}]" if ":" in host else host

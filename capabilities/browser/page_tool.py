@@ -6,6 +6,7 @@ The request is validated whole (`page_ops`) before the tab is touched; steps run
 live in one `TabRegistry` per server.
 """
 
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Annotated, Any
 
@@ -74,8 +75,9 @@ TabArg = Annotated[Any, WithJsonSchema(_SCHEMAS["tab"])]
 CloseArg = Annotated[Any, WithJsonSchema(_SCHEMAS["close"])]
 
 
-def register(server: MCPServer) -> None:
-    """Add `browser_execute` to the server, with its own `TabRegistry`."""
+def register(server: MCPServer) -> Callable[[], Awaitable[None]]:
+    """Add `browser_execute` to the server, with its own `TabRegistry`; return what to run
+    when the server starts (Playwright's driver, so the first call does not wait for it)."""
     registry = TabRegistry()
 
     async def browser_execute(
@@ -92,6 +94,7 @@ def register(server: MCPServer) -> None:
         return build_result(await execute(registry, request))
 
     server.add_tool(browser_execute, name="browser_execute", description=DESCRIPTION)
+    return registry.start_driver
 
 
 async def execute(registry: TabRegistry, request: BrowserRequest) -> BatchReport:

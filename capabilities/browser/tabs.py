@@ -145,6 +145,14 @@ class TabRegistry:
             except PlaywrightError:
                 pass  # Chromium went away meanwhile: the tab is closed either way
 
+    async def start_driver(self) -> None:
+        """Start Playwright's driver (about a second) ahead of the first call. It does not
+        touch Chromium: connecting is left to the first call, so the person's own browsing
+        is not handled by this server before then."""
+        async with self._connect_lock:
+            if self._playwright is None:
+                self._playwright = await async_playwright().start()
+
     async def aclose(self) -> None:
         """Disconnect from Chromium (which keeps running) and stop Playwright's driver."""
         if self._playwright is not None:

@@ -44,6 +44,18 @@ async def test_servers_start_lazily_on_first_call() -> None:
         assert [t.name for t in bridge.known_tools()["test"]][:2] == ["echo", "delay"]
 
 
+async def test_servers_started_in_background_are_ready_for_the_first_call() -> None:
+    """`serve --start-servers` (make up) starts servers ahead; a broken one does not stop the rest."""
+    async with Bridge({"test": TEST, "broken": StdioServer(command="/nonexistent")}) as bridge:
+        bridge.start_in_background()
+        with anyio.fail_after(60):
+            while bridge.running() != ["test"]:
+                await anyio.sleep(0.05)
+        assert bridge.known_tools()["test"]  # listed without any call
+        with pytest.raises(BridgeError, match="could not start"):
+            await bridge.call_tool("broken", "anything", {})
+
+
 async def test_call_returns_camelcase_result_dict(bridge: Bridge) -> None:
     """Scripts get the CallToolResult as a plain camelCase object, structuredContent included."""
     result = await bridge.call_tool("test", "echo", {"text": "hello"})
