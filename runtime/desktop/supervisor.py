@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -269,6 +270,20 @@ class Supervisor:
         )
         log.info("started %s pid %s", part.name, part.proc.pid)
 
+    def _spawn_and_read_line(self, part: Part, argv_with_fd: Callable[[int], list[str]]) -> str:
+        """Spawn `part` with the write end of a pipe, whose number `argv_with_fd` puts in its
+        command line, and return the first line it reports there (its readiness)."""
+        r, w = os.pipe()
+        part.argv = argv_with_fd(w)
+        try:
+            self._spawn(part, pass_fds=(w,))
+        finally:
+            os.close(w)
+        try:
+            return _read_line(r, READY_TIMEOUT)
+        finally:
+            os.close(r)
+
     def _xvfb_argv(self, *display: str) -> list[str]:
         w, h = MAX_SIZE  # the framebuffer holds the largest size; RandR picks the visible one
         return ["Xvfb", *display, "-screen", "0", f"{w}x{h}x24", "-nolisten", "tcp",
@@ -276,18 +291,10 @@ class Supervisor:
 
     def start_xvfb(self) -> None:
         if self.display_num is None:
-            r, w = os.pipe()
-            # -displayfd: Xvfb takes the first free display number itself and tells us which.
-            part = Part("xvfb", self._xvfb_argv("-displayfd", str(w)), needs_x=False)
+            part = Part("xvfb", [], needs_x=False)
             self.parts["xvfb"] = part
-            try:
-                self._spawn(part, pass_fds=(w,))
-            finally:
-                os.close(w)
-            try:
-                data = _read_line(r, READY_TIMEOUT)
-            finally:
-                os.close(r)
+            # -displayfd: Xvfb takes the first free display number itself and tells us which.
+            data = self._spawn_and_read_line(part, lambda fd: self._xvfb_argv("-displayfd", str(fd)))
             if not data.strip().isdigit():
                 raise DesktopError(f"Xvfb did not start (see {self.layout.logs / 'xvfb.log'})")
             self.display_num = int(data.strip())
@@ -314,19 +321,11 @@ class Supervisor:
         self.size = self.sizer.set_size(*self.size)
 
     def start_dbus(self) -> None:
-        r, w = os.pipe()
         part = self.parts.get("dbus") or Part("dbus", [], needs_x=False)
-        part.argv = ["dbus-daemon", "--session", "--nofork", "--nopidfile", "--nosyslog",
-                     f"--address=unix:path={self.run_dir}/bus", f"--print-address={w}"]
         self.parts["dbus"] = part
-        try:
-            self._spawn(part, pass_fds=(w,))
-        finally:
-            os.close(w)
-        try:
-            data = _read_line(r, READY_TIMEOUT)
-        finally:
-            os.close(r)
+        data = self._spawn_and_read_line(part, lambda fd: [
+            "dbus-daemon", "--session", "--nofork", "--nopidfile", "--nosyslog",
+            f"--address=unix:path={self.run_dir}/bus", f"--print-address={fd}"])
         if not data.strip():
             raise DesktopError(f"dbus-daemon did not start (see {self.layout.logs / 'dbus.log'})")
 
