@@ -262,10 +262,9 @@ def test_run_py_crash_then_recovery(rt: RuntimeClient) -> None:
 # -- HTTP only ------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("rt", ["http"], indirect=True)
 def test_http_requires_bearer_token(rt: RuntimeClient) -> None:
     """Over HTTP, requests without the right bearer token get 401; with it they reach MCP."""
-    if rt.url is None:
-        pytest.skip("stdio has no HTTP endpoint")
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
