@@ -59,6 +59,8 @@ async def pointer(page: Page, kind: str, p: ops.PointerParams) -> dict[str, Any]
             await page.click(selector, button=button, click_count=count, modifiers=p.modifiers,
                              timeout=ops.CLICK_TIMEOUT_MS)
         return {kind: where}
+    if p.modifiers:
+        await focus_document(page)
     for key in p.modifiers:
         await page.keyboard.down(key)
     try:
@@ -105,8 +107,18 @@ async def scroll_to(page: Page, p: ops.ClickParams) -> dict[str, Any]:
     return {"visible": shown(p)}
 
 
+async def focus_document(page: Page) -> None:
+    """Give the page's document the keyboard focus before keys that target no element.
+
+    A tab just opened in its own window leaves the focus with the browser's own interface:
+    the page then sees a key's keyup without its keydown.
+    """
+    await page.evaluate("window.focus()")
+
+
 async def key(page: Page, p: ops.KeyParams) -> dict[str, Any]:
     pressed = [chord(part) for part in p.text.split()]
+    await focus_document(page)
     for _ in range(p.repeat):
         for keys in pressed:
             await page.keyboard.press(keys)
@@ -116,6 +128,7 @@ async def key(page: Page, p: ops.KeyParams) -> dict[str, Any]:
 async def hold_key(page: Page, p: ops.HoldKeyParams) -> dict[str, Any]:
     keys = chord(p.text).split("+")
     held: list[str] = []
+    await focus_document(page)
     try:
         for name in keys:
             await page.keyboard.down(name)

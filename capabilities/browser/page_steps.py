@@ -130,6 +130,7 @@ async def _dispatch(ctx: StepContext, op: Any) -> Any:
             await page.keyboard.type(p.text, delay=p.delay)
             return {"typed": len(p.text), "selector": shown(p)}
         case ops.Press():
+            await pointer.focus_document(page)
             await page.keyboard.press(p.key)
             return {"pressed": p.key}
         case ops.Select():

@@ -4,6 +4,7 @@ x/y points, drag, scroll, scrollTo, key chords, holdKey, zoom."""
 from __future__ import annotations
 
 import struct
+import uuid
 
 TAB = "pointer"
 
@@ -96,3 +97,16 @@ def test_zoom_attaches_an_enlarged_region(run_page, pages_server):
     assert shot["region"] == {"x": 100, "y": 100, "width": 200, "height": 60}
     assert (shot["width"], shot["height"]) == (800, 240)
     assert struct.unpack(">II", run.images[0][16:24]) == (800, 240)
+
+
+def test_keys_reach_a_page_in_a_tab_just_opened(run_page, pages_server):
+    """A new tab's window starts with the focus in the browser's own interface; press and key
+    must still reach the page, keydown included."""
+    tab = f"fresh-{uuid.uuid4().hex[:8]}"
+    run = run_page([nav(pages_server.url("/browser_pointer.html")),
+                    {"type": "press", "params": {"key": "b"}},
+                    {"type": "key", "params": {"text": "c"}},
+                    ev("keys.filter(k => k[1] === 'b' || k[1] === 'c').map(k => k[0] + k[1])")],
+                   tab=tab, close=True)
+    assert not run.is_error, run.summary
+    assert run.result(4) == ["downb", "upb", "downc", "upc"]
