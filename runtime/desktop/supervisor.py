@@ -52,7 +52,10 @@ CHROMIUM_FLAGS = [
     "OptimizationHintsFetching,OptimizationGuideModelDownloading,OptimizationTargetPrediction,"
     "AutofillServerCommunication,CertificateTransparencyComponentUpdater,InterestFeedContentSuggestions,"
     "GlobalMediaControls,LensOverlay,HistoryEmbeddings,SidePanelPinning,PrivacySandboxSettings4,"
-    "SafeBrowsingEnhancedProtection,SpareRendererForSitePerProcess",
+    "SafeBrowsingEnhancedProtection,SpareRendererForSitePerProcess,"
+    # The WebUI address-bar popups keep a renderer of ~50 MB alive even with no window open;
+    # without them the address bar uses its native popup.
+    "WebUIOmniboxPopup,WebUIOmniboxAimPopup",
     "--start-maximized",
 ]
 READY_TIMEOUT = 30.0
