@@ -280,6 +280,7 @@ class _PyRun:
         self.finished: dict | None = None
         self.marker = f"\x1e{secrets.token_hex(8)}:"  # precedes the outcome on stdout
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._closed = False
 
     async def serve(self, frame_json: str) -> str:
         """Answer one frame from the guest API. The guest is untrusted: a malformed frame is
@@ -311,6 +312,11 @@ class _PyRun:
         return '{"ok": null}'  # "console": the lines are already taken
 
     async def _answer(self, work: Any) -> str:
+        if self._closed:
+            # The guest's request reached us after the run ended (a timeout raced it): starting
+            # the call now would leave it running with nobody to cancel it.
+            work.close()
+            return json.dumps({"error": "the run has ended", "name": "BridgeError"})
         # Run as a task of our own so a timeout can cancel it and wait for it.
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
@@ -356,6 +362,7 @@ class _PyRun:
         return results
 
     async def close(self) -> None:
+        self._closed = True
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()

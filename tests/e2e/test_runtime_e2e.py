@@ -244,7 +244,9 @@ def test_run_py_artifact_arrives_as_image_block(rt: RuntimeClient) -> None:
 def test_run_py_timeout_cancels_inflight_tool_calls(rt: RuntimeClient) -> None:
     """A timed-out Python run cancels its pending capability call too."""
     name = tag()
-    out = rt.run_py(f'mcp.call_tool("test", "delay", {{"seconds": 30, "tag": "{name}"}})', timeout_seconds=1)
+    # 3 s, not 1: on a loaded machine the call must have reached the server before the timeout
+    # for there to be anything in flight to cancel.
+    out = rt.run_py(f'mcp.call_tool("test", "delay", {{"seconds": 30, "tag": "{name}"}})', timeout_seconds=3)
     assert out.is_error and "timeout" in out.text
     assert name in cancelled_tags(rt, name)
 
