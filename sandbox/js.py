@@ -69,7 +69,6 @@ class JsEngine:
         self._pool: list[_Vm] = []
         self._lock = threading.Lock()
         self._closed = False
-        self._refilling = False
         self._maker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="js-vm-maker")
         self._refill()  # also compiles the guest module (about 0.7 s, once per process)
 
@@ -89,16 +88,13 @@ class JsEngine:
         self.close()
 
     def _refill(self) -> None:
-        try:
-            while not self._closed:
-                with self._lock:
-                    if len(self._pool) >= self._pool_size:
-                        return
-                vm = _Vm(JsLimits())
-                with self._lock:
-                    self._pool.append(vm)
-        finally:
-            self._refilling = False
+        while not self._closed:
+            with self._lock:
+                if len(self._pool) >= self._pool_size:
+                    return
+            vm = _Vm(JsLimits())
+            with self._lock:
+                self._pool.append(vm)
 
     def _take(self, limits: JsLimits) -> _Vm:
         # A made-ahead VM has the default heap limit; its own timeout (used by plain-script
@@ -108,8 +104,8 @@ class JsEngine:
         if limits.heap_memory_max_mb == JsLimits().heap_memory_max_mb:
             with self._lock:
                 vm = self._pool.pop() if self._pool else None
-            if not self._refilling and not self._closed:
-                self._refilling = True
+            if not self._closed:
+                # One maker thread runs these in turn; a refill finding the pool full returns.
                 self._maker.submit(self._refill)
         return vm if vm is not None else _Vm(limits)
 
