@@ -260,9 +260,10 @@ def test_scroll_scrolls_the_page(desktop, input_page):
     point = input_page.on_screen(700, 300)
     run = desktop([{"type": "mouse.scrollDown", "params": {"amount": 5, **point}}])
     assert not run.is_error, run.body
+    # Smooth scrolling animates over several frames: wait for it to pass 100 px, not just to start.
     deadline = time.monotonic() + 5
-    while (down := input_page.eval("window.scrollY")) == 0 and time.monotonic() < deadline:
-        time.sleep(0.1)  # smooth scrolling takes a moment
+    while (down := input_page.eval("window.scrollY")) <= 100 and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert down > 100
     run = desktop([{"type": "mouse.scrollUp", "params": {"amount": 20}}])
     assert not run.is_error, run.body
