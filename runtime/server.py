@@ -175,10 +175,17 @@ class Runtime:
         return to_call_tool_result(result)
 
 
+_DEFAULT_LIMITS: dict[str, Any] = {}
+
+
 def _limits(language: str, args: Any) -> Any:
     import sandbox
 
-    given = {k: v for k, v in args.model_dump(exclude={"code"}).items() if v is not None}
+    given = {k: v for k, v in args if k != "code" and v is not None}
+    if not given:  # the usual call: the defaults, built once
+        if language not in _DEFAULT_LIMITS:
+            _DEFAULT_LIMITS[language] = sandbox.JsLimits() if language == "js" else sandbox.PyLimits()
+        return _DEFAULT_LIMITS[language]
     return sandbox.JsLimits(**given) if language == "js" else sandbox.PyLimits(**given)
 
 
@@ -186,33 +193,42 @@ class _ConsoleForwarder:
     """Console lines of one run, sent to the client as MCP log notifications while it runs.
 
     The engine calls `__call__` synchronously (possibly from a worker thread); lines are queued
-    and a task sends them in order.
+    and a task, started at the first line, sends them in order.
     """
 
-    def __init__(self, session: Any, request_id: Any, logger_name: str) -> None:
+    def __init__(self, session: Any, request_id: Any, logger_name: str, task_group: anyio.abc.TaskGroup) -> None:
         self._session = session
         self._request_id = request_id
         self._logger_name = logger_name
+        self._task_group = task_group
         self._send, self._receive = anyio.create_memory_object_stream[tuple[str, str]](math.inf)
+        self._pumping = False
+        self._closed = False
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
 
     def __call__(self, level: str, text: str) -> None:
         if threading.get_ident() == self._loop_thread:
-            self._send.send_nowait((level, text))
+            self._queue(level, text)
         else:  # an engine running the guest in a worker thread
-            self._loop.call_soon_threadsafe(self._send_later, level, text)
+            self._loop.call_soon_threadsafe(self._queue, level, text)
 
-    def _send_later(self, level: str, text: str) -> None:
-        try:
-            self._send.send_nowait((level, text))
-        except anyio.ClosedResourceError:  # a line that arrived after the run ended
-            pass
+    def _queue(self, level: str, text: str) -> None:
+        if self._closed:  # a line that arrived after the run ended
+            return
+        if not self._pumping:  # most runs print nothing: no task until a line comes
+            self._pumping = True
+            self._task_group.start_soon(self._pump)
+        self._send.send_nowait((level, text))
 
     def close(self) -> None:
+        """No more lines; the task group's exit waits until those queued are sent."""
+        self._closed = True
         self._send.close()
+        if not self._pumping:
+            self._receive.close()
 
-    async def pump(self) -> None:
+    async def _pump(self) -> None:
         async with self._receive:
             async for level, text in self._receive:
                 try:
@@ -224,15 +240,16 @@ class _ConsoleForwarder:
                     logger.debug("console notification dropped: %r", exc)
 
 
-async def _report_progress(session: Any, timeout: float, started: float) -> None:
-    while True:
-        await anyio.sleep(PROGRESS_INTERVAL_SECONDS)
-        elapsed = time.monotonic() - started
-        try:
-            await session.report_progress(elapsed, total=timeout, message=f"running for {elapsed:.0f} s")
-        except Exception as exc:
-            logger.debug("progress notification dropped: %r", exc)
-            return
+async def _report_progress(session: Any, timeout: float, started: float, scope: anyio.CancelScope) -> None:
+    with scope:
+        while True:
+            await anyio.sleep(PROGRESS_INTERVAL_SECONDS)
+            elapsed = time.monotonic() - started
+            try:
+                await session.report_progress(elapsed, total=timeout, message=f"running for {elapsed:.0f} s")
+            except Exception as exc:
+                logger.debug("progress notification dropped: %r", exc)
+                return
 
 
 def build_server(runtime: Runtime) -> Server[Any]:
@@ -247,22 +264,21 @@ def build_server(runtime: Runtime) -> Server[Any]:
         if params.name not in ("run_js", "run_py"):
             return error_result(f"unknown tool {params.name!r}; this server offers run_js and run_py")
         language = "js" if params.name == "run_js" else "py"
-        forwarder = _ConsoleForwarder(ctx.session, ctx.request_id, params.name)
-        wants_progress = _progress_token(ctx.params) is not None
         arguments = params.arguments if params.arguments is not None else {}
-        timeout = arguments.get("timeout_seconds") if isinstance(arguments, dict) else None
+        ticker = anyio.CancelScope()
         result: types.CallToolResult | None = None
-        async with anyio.create_task_group() as outer:
-            outer.start_soon(forwarder.pump)  # ends once the forwarder is closed and drained
+        # The task group outlives the run until its console lines are all sent.
+        async with anyio.create_task_group() as tasks:
+            forwarder = _ConsoleForwarder(ctx.session, ctx.request_id, params.name, tasks)
+            if _progress_token(ctx.params) is not None:
+                timeout = arguments.get("timeout_seconds") if isinstance(arguments, dict) else None
+                given = isinstance(timeout, int | float) and not isinstance(timeout, bool)
+                total = float(timeout) if given else float(TIMEOUT_SECONDS_RANGE[1])
+                tasks.start_soon(_report_progress, ctx.session, total, time.monotonic(), ticker)
             try:
-                async with anyio.create_task_group() as ticker:
-                    if wants_progress:
-                        given = isinstance(timeout, int | float) and not isinstance(timeout, bool)
-                        total = float(timeout) if given else float(TIMEOUT_SECONDS_RANGE[1])
-                        ticker.start_soon(_report_progress, ctx.session, total, time.monotonic())
-                    result = await runtime.run(language, arguments, on_console=forwarder)
-                    ticker.cancel_scope.cancel()
+                result = await runtime.run(language, arguments, on_console=forwarder)
             finally:
+                ticker.cancel()
                 forwarder.close()
         assert result is not None
         return result

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import re
 import threading
 import time
@@ -32,8 +33,11 @@ import quickjs_rs
 import wasmtime
 from quickjs_rs import UNDEFINED
 
+from sandbox import _wasmcall
 from sandbox._host import ArtifactBox, ConsoleCapture, ToolBridge
 from sandbox.result import CallTool, JsLimits, ListTools, OnConsole, RunError, RunResult
+
+_wasmcall.install()  # about 20 µs less per guest call, which a run makes dozens of
 
 _PRELUDE = files("sandbox").joinpath("prelude.js").read_text(encoding="utf-8")
 # Compiled through `new Function`, so the prelude's frames read <input> and the user's
@@ -54,6 +58,7 @@ _KIND_BY_NAME = {
 
 
 _POOL_SIZE = 3  # ready contexts kept for the default limits
+_DEFAULT_HEAP_MB = JsLimits().heap_memory_max_mb
 
 
 class JsEngine:
@@ -88,6 +93,7 @@ class JsEngine:
         self.close()
 
     def _refill(self) -> None:
+        _yield_to_runs()
         while not self._closed:
             with self._lock:
                 if len(self._pool) >= self._pool_size:
@@ -101,7 +107,7 @@ class JsEngine:
         # evaluation) is the default one, so a run with another timeout evaluates as async,
         # which takes the timeout per call.
         vm = None
-        if limits.heap_memory_max_mb == JsLimits().heap_memory_max_mb:
+        if limits.heap_memory_max_mb == _DEFAULT_HEAP_MB:
             with self._lock:
                 vm = self._pool.pop() if self._pool else None
             if not self._closed:
@@ -142,6 +148,15 @@ class JsEngine:
             return await run.execute(vm)
         finally:
             self.retire(vm)
+
+
+def _yield_to_runs() -> None:
+    """Lower this thread's CPU priority: on a busy machine, making the next context waits
+    for the runs in progress (about 10% off back-to-back runs on two cores)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (AttributeError, OSError):  # not Linux, or not allowed: run at normal priority
+        pass
 
 
 class _Vm:
