@@ -110,10 +110,10 @@ def _serve(args: argparse.Namespace) -> int:
         if not token.strip():
             print("codedesk: --token must not be empty", file=sys.stderr)
             return 2
-    servers = _load(args.config)
     from runtime import engines
 
-    engines.prepare("js")  # compiles QuickJS in a thread while the MCP SDK imports
+    engines.prepare("js")  # makes the JS engine in a thread while the config and SDK import
+    servers = _load(args.config)
     import anyio
 
     if args.http is None:

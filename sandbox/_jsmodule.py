@@ -1,0 +1,118 @@
+"""QuickJS's compiled wasm module, kept on disk between processes.
+
+quickjs-rs compiles its guest module in every process that makes a context: about 0.7 s of a
+two-core machine, most of a cold start. `load()` hands quickjs-rs the module from a `.cwasm`
+file (wasmtime's serialized native code, loaded in milliseconds), compiling and writing it
+first when there is none. `python -m sandbox.warm` calls it at install time.
+
+A `.cwasm` is native code that wasmtime runs as it finds it, so a file is used only as this
+module writes it: in a directory of this user's at 0700, a file of this user's at 0600 with one
+link. Anything else is left alone and the module is compiled in memory, as without a cache.
+The name carries the guest's digest and wasmtime's version, so an upgrade of either compiles
+afresh. The JS guest has no filesystem, so no script can reach the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import stat
+import tempfile
+import threading
+from pathlib import Path
+
+import wasmtime
+from quickjs_rs import _engine
+from quickjs_rs import _wasmtime as shared
+
+logger = logging.getLogger(__name__)
+
+CACHE_ENV = "CODEDESK_WASM_CACHE"
+"""Overrides the cache directory (default `$XDG_CACHE_HOME/codedesk`, else `~/.cache/codedesk`)."""
+
+_KEY = "quickjs"  # quickjs-rs's own key for its guest in its process-wide artifact table
+_lock = threading.Lock()
+
+
+def cache_dir() -> Path:
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME")
+    return (Path(base) if base else Path.home() / ".cache") / "codedesk"
+
+
+def load() -> str:
+    """Make quickjs-rs's guest module ready in this process. Returns how: "loaded" from the
+    disk cache, "compiled" (and written to it), or "ready" when this process had it already."""
+    with _lock:
+        if _KEY in shared._SHARED_ARTIFACTS:
+            return "ready"
+        engine = shared.shared_wasmtime_engine()
+        wasm = _engine._read_guest_wasm()
+        digest = hashlib.sha256(wasm).digest()
+        path = _cache_file(digest)
+        module = _deserialize(engine, path) if path is not None else None
+        how = "loaded"
+        if module is None:
+            module, how = wasmtime.Module(engine, wasm), "compiled"
+            if path is not None:
+                _write(path, module.serialize())
+        # What quickjs-rs's own first use would build (`_engine._quickjs_artifact`).
+        shared._SHARED_ARTIFACTS[_KEY] = shared.SharedWasmArtifact(
+            module=module, linker=_engine._build_shared_linker(engine), build_id=digest
+        )
+        return how
+
+
+def _cache_file(digest: bytes) -> Path | None:
+    folder = cache_dir()
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not _private(folder, is_dir=True):
+            logger.warning("not using the wasm cache %s: it must be this user's, mode 0700", folder)
+            return None
+    except OSError as exc:
+        logger.warning("not using the wasm cache %s: %s", folder, exc)
+        return None
+    return folder / f"quickjs-{digest.hex()[:32]}-wasmtime{_wasmtime_version()}.cwasm"
+
+
+def _deserialize(engine: wasmtime.Engine, path: Path) -> wasmtime.Module | None:
+    try:
+        if not _private(path, is_dir=False):
+            logger.warning("not loading %s: it must be this user's, mode 0600, one link", path)
+            return None
+        return wasmtime.Module.deserialize_file(engine, str(path))
+    except FileNotFoundError:
+        return None
+    except (OSError, wasmtime.WasmtimeError) as exc:  # unreadable or stale: compile afresh
+        logger.warning("not loading %s: %s", path, exc)
+        return None
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Write atomically (a reader never sees half a file), 0600 from the start."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".quickjs-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError as exc:
+        logger.warning("could not write the wasm cache %s: %s", path, exc)
+
+
+def _private(path: Path, *, is_dir: bool) -> bool:
+    st = os.lstat(path)
+    kind = stat.S_ISDIR(st.st_mode) if is_dir else stat.S_ISREG(st.st_mode) and st.st_nlink == 1
+    return kind and st.st_uid == os.getuid() and not st.st_mode & 0o077
+
+
+def _wasmtime_version() -> str:
+    from importlib.metadata import version
+
+    return version("wasmtime")

@@ -1,0 +1,83 @@
+"""QuickJS's compiled module on disk: written private, loaded by the next process, refused when
+anyone else could have written it."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+# A new process each time: the module is made once per process.
+_LOAD_AND_RUN = """
+from sandbox import _jsmodule, JsEngine
+how = _jsmodule.load()
+engine = JsEngine(pool_size=1)
+import asyncio
+async def main():
+    async def call_tool(*a): raise RuntimeError("no tools here")
+    async def list_tools(*a): return []
+    return (await engine.run("6 * 7", call_tool=call_tool, list_tools=list_tools)).value
+print(how, asyncio.run(main()))
+engine.close()
+"""
+
+
+def _load_in_new_process(cache: Path) -> tuple[str, str]:
+    env = {**os.environ, "CODEDESK_WASM_CACHE": str(cache)}
+    done = subprocess.run(
+        [sys.executable, "-c", _LOAD_AND_RUN], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip(), done.stderr
+
+
+def _cwasm(cache: Path) -> Path:
+    (found,) = cache.glob("quickjs-*.cwasm")
+    return found
+
+
+def test_first_process_compiles_and_the_next_loads(tmp_path):
+    """The first process compiles QuickJS and writes the module at 0600 in a 0700 folder; the
+    next loads it, and runs work the same from either."""
+    cache = tmp_path / "cache"
+    assert _load_in_new_process(cache)[0] == "compiled 42"
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700
+    assert stat.S_IMODE(_cwasm(cache).stat().st_mode) == 0o600
+    assert _load_in_new_process(cache)[0] == "loaded 42"
+
+
+def test_a_module_others_could_write_is_not_loaded(tmp_path):
+    """A .cwasm readable or writable by others is native code someone may have changed: it is
+    compiled afresh with a warning naming the file, and replaced by a private one."""
+    cache = tmp_path / "cache"
+    _load_in_new_process(cache)
+    cwasm = _cwasm(cache)
+    cwasm.chmod(0o644)
+    out, err = _load_in_new_process(cache)
+    assert out == "compiled 42"
+    assert str(cwasm) in err
+    assert stat.S_IMODE(cwasm.stat().st_mode) == 0o600
+    assert _load_in_new_process(cache)[0] == "loaded 42"
+
+
+def test_an_open_cache_folder_is_not_used(tmp_path):
+    """A cache folder others may write into is not used at all: nothing is written there."""
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o777)
+    cache.chmod(0o777)
+    out, err = _load_in_new_process(cache)
+    assert out == "compiled 42"
+    assert "0700" in err
+    assert list(cache.iterdir()) == []
+
+
+def test_a_corrupt_module_is_compiled_afresh(tmp_path):
+    """A truncated .cwasm (a crash mid-write by an older version, a full disk) is not fatal."""
+    cache = tmp_path / "cache"
+    _load_in_new_process(cache)
+    cwasm = _cwasm(cache)
+    cwasm.write_bytes(cwasm.read_bytes()[:1000])
+    assert _load_in_new_process(cache)[0] == "compiled 42"
+    assert _load_in_new_process(cache)[0] == "loaded 42"
