@@ -27,6 +27,13 @@ def tag() -> str:
     return uuid.uuid4().hex[:8]
 
 
+def ensure_test_server(rt: RuntimeClient) -> None:
+    """Start the test server if an earlier test crashed it: a timed run must spend its time in
+    the call it means to time out, not in the server's start."""
+    out = rt.run_js('(await mcp.callTool("test", "echo", {text: "up"})).content[0].text')
+    assert out.text == "up", out.text
+
+
 def cancelled_tags(rt: RuntimeClient, wanted: str) -> list[str]:
     """The test server's cancelled delays, waiting briefly for a cancellation still on its way."""
     deadline = time.monotonic() + 10
@@ -99,6 +106,7 @@ def test_crashed_server_restarts_on_next_call(rt: RuntimeClient) -> None:
 def test_timeout_cancels_inflight_tool_calls(rt: RuntimeClient) -> None:
     """When a run times out, its pending capability calls are cancelled on the server (MCP cancellation)."""
     name = tag()
+    ensure_test_server(rt)
     out = rt.run_js(f'await mcp.callTool("test", "delay", {{seconds: 30, tag: "{name}"}})', timeout_seconds=1)
     assert out.is_error and "timeout" in out.text
     assert name in cancelled_tags(rt, name)
@@ -244,6 +252,7 @@ def test_run_py_artifact_arrives_as_image_block(rt: RuntimeClient) -> None:
 def test_run_py_timeout_cancels_inflight_tool_calls(rt: RuntimeClient) -> None:
     """A timed-out Python run cancels its pending capability call too."""
     name = tag()
+    ensure_test_server(rt)
     # 3 s, not 1: on a loaded machine the call must have reached the server before the timeout
     # for there to be anything in flight to cancel.
     out = rt.run_py(f'mcp.call_tool("test", "delay", {{"seconds": 30, "tag": "{name}"}})', timeout_seconds=3)
