@@ -289,8 +289,12 @@ class Supervisor:
 
     def _xvfb_argv(self, *display: str) -> list[str]:
         w, h = MAX_SIZE  # the framebuffer holds the largest size; RandR picks the visible one
+        # No GLX: with it, Xvfb and every GL client (Chromium's GPU process, xfwm4) load Mesa's
+        # llvmpipe, ~90 MB of an idle session. Nothing here renders with GL (Chromium draws in
+        # software either way; xfwm4 does not composite).
         return ["Xvfb", *display, "-screen", "0", f"{w}x{h}x24", "-nolisten", "tcp",
-                "-auth", str(self.xauthority), "-dpi", "96", "-noreset", "+extension", "RANDR"]
+                "-auth", str(self.xauthority), "-dpi", "96", "-noreset", "+extension", "RANDR",
+                "-extension", "GLX"]
 
     def start_xvfb(self) -> None:
         if self.display_num is None:
