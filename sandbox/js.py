@@ -330,6 +330,10 @@ class _JsRun:
         except quickjs_rs.MemoryLimitError as exc:
             return None, _memory_error(exc, limits)
         except quickjs_rs.DeadlockError:
+            if time.monotonic() - started >= limits.timeout_seconds:
+                # The timeout interrupted a job mid-run (a loop after an await), which leaves
+                # the top-level promise pending: that is the timeout, not a deadlock.
+                return None, _timeout_error(limits)
             return None, RunError(
                 kind="thrown",
                 message="the script awaits a promise that can never settle (no tool call or "

@@ -312,6 +312,16 @@ async def test_timeout_stops_a_busy_loop(js_engine, tools):
     assert time.monotonic() - started < 10
 
 
+@pytest.mark.parametrize("before", ["await 1;", "await mcp.callTool('t', 'echo', {text: 'x'});",
+                                    "await new Promise(r => setTimeout(r, 10));"])
+async def test_timeout_stops_a_busy_loop_after_an_await(js_engine, tools, before):
+    """A loop that starts after the script has awaited is stopped by the timeout too, and the
+    error says so (not that the script awaits a promise that never settles)."""
+    result = await run(js_engine, tools, f"{before}\nwhile (true) {{}}", timeout_seconds=0.5)
+    assert result.error.kind == "timeout", result.error
+    assert "timeout_seconds=0.5" in result.error.message
+
+
 async def test_timeout_cancels_inflight_tool_calls(js_engine, tools):
     """When a run times out, the calls it still awaits are cancelled before run() returns."""
     result = await run(
