@@ -322,6 +322,18 @@ async def test_timeout_stops_a_busy_loop_after_an_await(js_engine, tools, before
     assert "timeout_seconds=0.5" in result.error.message
 
 
+async def test_a_busy_script_holds_up_neither_the_loop_nor_other_runs(js_engine, tools):
+    """A script computing without awaiting runs on its own thread: meanwhile the caller's event
+    loop turns, and another run, tool call included, starts and ends."""
+    busy = asyncio.create_task(run(js_engine, tools, "while (true) {}", timeout_seconds=5))
+    await asyncio.sleep(0.3)  # the loop turns while the busy run computes
+    assert not busy.done()
+    quick = await run(js_engine, tools, "(await mcp.callTool('t', 'echo', {n: 1})).content[0].text")
+    assert quick.value == '{"n": 1}'
+    assert not busy.done(), "the quick run should end while the busy one still computes"
+    assert (await busy).error.kind == "timeout"
+
+
 async def test_timeout_cancels_inflight_tool_calls(js_engine, tools):
     """When a run times out, the calls it still awaits are cancelled before run() returns."""
     result = await run(
