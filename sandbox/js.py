@@ -59,6 +59,7 @@ _KIND_BY_NAME = {
 
 _POOL_SIZE = 3  # ready contexts kept for the default limits
 _DEFAULT_HEAP_MB = JsLimits().heap_memory_max_mb
+_REFILL_PAUSE = 0.02  # seconds; see _refill
 _RUN_THREADS = 8  # runs that may compute at once without slowing each other
 
 
@@ -98,6 +99,10 @@ class JsEngine:
 
     def _refill(self) -> None:
         _yield_to_runs()
+        if self._pool:
+            # Started at a run's end, making a VM would compete with sending that run's result;
+            # while the pool is not empty, let the result go out first.
+            time.sleep(_REFILL_PAUSE)
         while not self._closed:
             with self._lock:
                 if len(self._pool) >= self._pool_size:
@@ -114,17 +119,17 @@ class JsEngine:
         if limits.heap_memory_max_mb == _DEFAULT_HEAP_MB:
             with self._lock:
                 vm = self._pool.pop() if self._pool else None
-            if not self._closed:
-                # One maker thread runs these in turn; a refill finding the pool full returns.
-                self._maker.submit(self._refill)
         return vm if vm is not None else _Vm(limits)
 
     def retire(self, vm: _Vm) -> None:
-        """Close a used VM off the event loop (a few wasm calls)."""
+        """Close a used VM, and make the next, off the event loop and after the run: making
+        one while a run goes would take CPU from it."""
         if self._closed:
             vm.close()
         else:
             self._maker.submit(vm.close)
+            # One maker thread runs these in turn; a refill finding the pool full returns.
+            self._maker.submit(self._refill)
 
     async def run(
         self,
