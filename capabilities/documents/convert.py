@@ -5,24 +5,32 @@ profile directory (`-env:UserInstallation`), so it never touches a desktop user'
 and never joins a running instance. A conversion that outlives its timeout is killed with its
 whole process group, its profile is discarded (a killed instance can leave it locked), and the
 next conversion starts clean.
+
+LibreOffice parses files anyone may have made, so a server running as root does not run it as
+root: it runs as the desktop user (else `nobody`), on a copy of the source in the converter's
+scratch folder, with an environment of its own (none of the server's variables).
 """
 
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import signal
 import subprocess
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 
+from capabilities import session
+
 from . import pagespec
 from .errors import BadDocument, ConversionFailed, MissingProgram
-from .paths import atomic_output
+from .paths import DESKTOP_USER, atomic_output
 from .pdf import open_pdf, render_page
 from .results import ToolOutput
 from .tooling import Args, ToolSpec, Workspace
@@ -66,6 +74,35 @@ def default_timeout() -> float:
     return float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
 
 
+@dataclass(frozen=True)
+class OfficeUser:
+    """The unprivileged user LibreOffice runs as."""
+
+    name: str
+    uid: int
+    gid: int
+
+
+def office_user() -> OfficeUser | None:
+    """Who LibreOffice runs as: None (this server's own user) unless this server is root; then
+    the desktop session's user, else the `desktop` user, else `nobody`."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        info = session.read_session()
+        if info.uid != 0:
+            return OfficeUser(info.user, info.uid, info.gid)
+    except session.SessionNotFound:
+        pass
+    for name in (DESKTOP_USER, "nobody"):
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            continue
+        return OfficeUser(name, entry.pw_uid, entry.pw_gid)
+    raise RuntimeError("running as root with neither a 'desktop' nor a 'nobody' user to run LibreOffice as")
+
+
 class OfficeConverter:
     """Runs LibreOffice conversions one at a time, each with a timeout; owns a scratch folder.
 
@@ -73,10 +110,13 @@ class OfficeConverter:
     time, so rendering several pages of one DOCX converts it once.
     """
 
-    def __init__(self, soffice: str | None = None) -> None:
+    def __init__(self, soffice: str | None = None, user: OfficeUser | None | Literal["auto"] = "auto") -> None:
+        """`user`: who LibreOffice runs as; "auto" is `office_user()`, None this process's user."""
         self._soffice = soffice or os.environ.get(SOFFICE_ENV) or shutil.which("soffice")
+        self._user = office_user() if user == "auto" else user
         self._lock = threading.Lock()
         self._scratch = Path(tempfile.mkdtemp(prefix="codedesk-office-"))
+        self._give(self._scratch)
         self._profile = self._scratch / "profile"
         self._pdf_cache: dict[tuple[str, int, int], Path] = {}  # oldest first
         self._running: subprocess.Popen | None = None
@@ -103,6 +143,14 @@ class OfficeConverter:
             self._runs += 1
             outdir = self._scratch / f"out-{self._runs}"
             outdir.mkdir()
+            self._give(outdir)
+            indir = None
+            if self._user is not None:  # the user may not be able to read the original
+                indir = self._scratch / f"in-{self._runs}"
+                indir.mkdir()
+                source = Path(shutil.copyfile(source, indir / source.name))
+                self._give(indir)
+                self._give(source)
             argv = [
                 self._soffice,
                 f"-env:UserInstallation={self._profile.as_uri()}",
@@ -113,8 +161,11 @@ class OfficeConverter:
                 proc = subprocess.Popen(
                     argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                     start_new_session=True,  # its own process group, so a kill reaches soffice.bin too
+                    **self._identity(),
                 )
             except OSError as exc:
+                if indir is not None:
+                    shutil.rmtree(indir, ignore_errors=True)
                 raise MissingProgram(f"{INSTALL_HINT} ({exc})") from exc
             self._running = proc
             try:
@@ -132,6 +183,8 @@ class OfficeConverter:
                 ) from exc
             finally:
                 self._running = None
+                if indir is not None:
+                    shutil.rmtree(indir, ignore_errors=True)
             produced = sorted(outdir.iterdir())
             if proc.returncode != 0 or not produced:
                 shutil.rmtree(outdir, ignore_errors=True)
@@ -142,6 +195,24 @@ class OfficeConverter:
                     f"that {to} suits this kind of document"
                 )
             return produced[0]
+
+    def _give(self, path: Path) -> None:
+        """Make a scratch file or folder the LibreOffice user's."""
+        if self._user is not None:
+            os.chown(path, self._user.uid, self._user.gid)
+
+    def _identity(self) -> dict:
+        """Popen options running LibreOffice as its user, with an environment of its own."""
+        if self._user is None:
+            return {}
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+            "LANG": os.environ.get("LANG", "C.UTF-8"),
+            "HOME": str(self._scratch),
+            "USER": self._user.name,
+            "LOGNAME": self._user.name,
+        }
+        return {"user": self._user.uid, "group": self._user.gid, "extra_groups": [], "env": env}
 
     def to_pdf(self, source: Path, timeout: float | None = None) -> Path:
         """`source` as a PDF (converted once per version of the file)."""

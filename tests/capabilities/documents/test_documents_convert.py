@@ -17,7 +17,7 @@ import psutil
 import pytest
 from PIL import Image
 
-from capabilities.documents.convert import OfficeConverter
+from capabilities.documents.convert import OfficeConverter, discard, office_user
 from capabilities.documents.paths import Roots
 from capabilities.documents.server import call_tool
 from capabilities.documents.tooling import Workspace
@@ -94,6 +94,25 @@ def test_conversions_that_cannot_work_are_refused_up_front(call, docs_dir):
     assert "to" in message and "'pdf'" in message
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="the switch of user is made by a root server only")
+def test_a_root_server_runs_libreoffice_as_the_unprivileged_user(office, call, docs_dir, scratch):
+    """LibreOffice parses untrusted files: run by a root server, it runs as the desktop user
+    (its output is theirs), on a copy of the source, so even a file only root may read converts."""
+    user = office_user()
+    assert user is not None and user.uid != 0
+    produced = office.convert(docs_dir / "annual.docx", "odt")
+    try:
+        assert produced.stat().st_uid == user.uid
+    finally:
+        discard(produced)
+    private = copy_into(scratch, docs_dir / "annual.docx")
+    private.chmod(0o600)
+    os.chown(private, 0, 0)
+    data = ok(call("convert_document", path=str(private), to="odt"))
+    assert data["output_files"] == [str(scratch / "annual.odt")]
+    assert (scratch / "annual.odt").stat().st_size > 0
+
+
 def test_missing_libreoffice_says_how_to_install(docs_dir, scratch):
     """Without soffice, the error names `make install`."""
     converter = OfficeConverter(soffice="/nonexistent/soffice")
@@ -135,7 +154,8 @@ def _alive(pid: int) -> bool:
 
 def test_a_hung_conversion_is_killed_and_the_next_one_works(hang_once_soffice, docs_dir, scratch):
     """A conversion past its timeout is killed with its whole process group; the next succeeds."""
-    converter = OfficeConverter(soffice=str(hang_once_soffice))
+    # The script lives in a folder only this process may enter: run it as ourselves.
+    converter = OfficeConverter(soffice=str(hang_once_soffice), user=None)
     ws = Workspace(office=converter, fixed_roots=Roots((docs_dir,)))
     args = {"path": str(docs_dir / "annual.docx"), "to": "odt", "outdir": str(scratch)}
     try:
@@ -181,7 +201,7 @@ def test_conversions_run_one_at_a_time_with_their_own_profile(tmp_path, docs_dir
     script = tmp_path / "soffice"
     script.write_text(LOGGING_SOFFICE.format(soffice="/usr/bin/soffice"))
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    converter = OfficeConverter(soffice=str(script))
+    converter = OfficeConverter(soffice=str(script), user=None)  # as above
     ws = Workspace(office=converter, fixed_roots=Roots((docs_dir,)))
 
     async def both():
