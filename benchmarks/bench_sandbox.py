@@ -4,6 +4,9 @@
 
 Runs are spaced by a short idle pause (not timed), as an agent's calls are: the engines make
 their next fresh context in that pause, off the request's path.
+
+The raw quickjs-rs baselines run in this process after `sandbox` is imported, so they too make
+their guest calls through `sandbox._wasmcall` (about 20 µs less each than quickjs-rs alone).
 """
 
 from __future__ import annotations
