@@ -181,8 +181,12 @@ def test_unknown_runtime_tool_is_an_error_result(rt: RuntimeClient) -> None:
     assert out.is_error and "run_js and run_py" in out.text
 
 
-def test_progress_notifications_when_requested(rt: RuntimeClient) -> None:
-    """A long run sends progress notifications when the client passes a progress token."""
+@pytest.mark.parametrize("waits", ["await new Promise(r => setTimeout(r, 2500));",
+                                   "const end = Date.now() + 2500; while (Date.now() < end) {}"],
+                         ids=["awaiting", "computing"])
+def test_progress_notifications_when_requested(rt: RuntimeClient, waits: str) -> None:
+    """A long run sends progress notifications when the client passes a progress token, also
+    while the script computes without awaiting (it runs off the server's event loop)."""
     seen: list[float] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -190,7 +194,7 @@ def test_progress_notifications_when_requested(rt: RuntimeClient) -> None:
 
     async def go():  # noqa: ANN202
         return await rt.session.call_tool(
-            "run_js", {"code": "await new Promise(r => setTimeout(r, 2500)); 1", "timeout_seconds": 30},
+            "run_js", {"code": f"{waits} 1", "timeout_seconds": 30},
             progress_callback=on_progress,
         )
 
