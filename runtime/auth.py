@@ -15,8 +15,9 @@ TOKEN_ENV = "CODEDESK_TOKEN"
 
 
 def generate_token() -> str:
-    """A fresh random token for one serving process."""
-    return secrets.token_urlsafe(24)
+    """A fresh random token for one serving process (hex: it never starts with "-", which a
+    command line would take for an option)."""
+    return secrets.token_hex(24)
 
 
 class BearerTokenGuard:

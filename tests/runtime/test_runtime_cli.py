@@ -102,6 +102,32 @@ def test_http_serve_prints_url_and_generated_token(workdir) -> None:
     assert len(token) >= 24 and f"Authorization: Bearer {token}" in lines[3]
 
 
+def test_generated_tokens_never_look_like_an_option() -> None:
+    """A generated token pasted after --token must not be taken for an option (no leading "-";
+    about one random URL-safe token in 64 would have one)."""
+    from runtime.auth import generate_token
+
+    tokens = {generate_token() for _ in range(2000)}
+    assert len(tokens) == 2000
+    assert not [t for t in tokens if t.startswith("-")]
+
+
+def test_a_token_starting_with_a_dash_is_given_with_equals(workdir) -> None:
+    """`--token=-...` passes a token that starts with "-"; the server serves with it."""
+    _, env = workdir
+    process = subprocess.Popen([CODEDESK, "serve", "--http", "127.0.0.1:0", "--token=-dash-token"], env=env,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        lines = [process.stderr.readline() for _ in range(4)]
+    finally:
+        process.terminate()
+        process.wait(30)
+        assert process.stderr is not None
+        process.stderr.close()
+    assert lines[2].split("token:")[1].strip() == "-dash-token", lines
+
+
 def test_desktop_subcommand_is_dispatched() -> None:
     """`codedesk desktop ...` reaches the desktop module's own CLI."""
     done = codedesk("desktop", "--help")
