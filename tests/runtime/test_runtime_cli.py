@@ -83,20 +83,24 @@ def test_http_address_must_be_host_and_port() -> None:
     assert done.returncode == 2 and "expected HOST:PORT" in done.stderr
 
 
-def test_http_serve_prints_url_and_generated_token(workdir) -> None:
-    """Without --token or $CODEDESK_TOKEN a random token is generated and printed with the MCP URL."""
-    _, env = workdir
-    env = {k: v for k, v in env.items() if k != "CODEDESK_TOKEN"}
-    process = subprocess.Popen([CODEDESK, "serve", "--http", "127.0.0.1:0"], env=env,
+def _http_banner(env: dict[str, str], *options: str) -> list[str]:
+    """The four lines `codedesk serve --http 127.0.0.1:0 OPTIONS` prints once it listens."""
+    process = subprocess.Popen([CODEDESK, "serve", "--http", "127.0.0.1:0", *options], env=env,
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         assert process.stderr is not None
-        lines = [process.stderr.readline() for _ in range(4)]
+        return [process.stderr.readline() for _ in range(4)]
     finally:
         process.terminate()
         process.wait(30)
         assert process.stderr is not None
         process.stderr.close()
+
+
+def test_http_serve_prints_url_and_generated_token(workdir) -> None:
+    """Without --token or $CODEDESK_TOKEN a random token is generated and printed with the MCP URL."""
+    _, env = workdir
+    lines = _http_banner({k: v for k, v in env.items() if k != "CODEDESK_TOKEN"})
     assert lines[1].strip().startswith("MCP URL: http://127.0.0.1:") and lines[1].strip().endswith("/mcp")
     token = lines[2].split("token:")[1].strip()
     assert len(token) >= 24 and f"Authorization: Bearer {token}" in lines[3]
@@ -115,16 +119,7 @@ def test_generated_tokens_never_look_like_an_option() -> None:
 def test_a_token_starting_with_a_dash_is_given_with_equals(workdir) -> None:
     """`--token=-...` passes a token that starts with "-"; the server serves with it."""
     _, env = workdir
-    process = subprocess.Popen([CODEDESK, "serve", "--http", "127.0.0.1:0", "--token=-dash-token"], env=env,
-                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        assert process.stderr is not None
-        lines = [process.stderr.readline() for _ in range(4)]
-    finally:
-        process.terminate()
-        process.wait(30)
-        assert process.stderr is not None
-        process.stderr.close()
+    lines = _http_banner(env, "--token=-dash-token")
     assert lines[2].split("token:")[1].strip() == "-dash-token", lines
 
 
