@@ -82,7 +82,8 @@ class JsEngine:
         self._refill()
 
     def close(self) -> None:
-        """Release the contexts made ahead. Runs already started are not affected."""
+        """Release the contexts made ahead and stop the run threads (runs still going on them
+        are abandoned: close the engine once its runs are done)."""
         self._closed = True
         self._maker.shutdown(wait=True)
         self._loops.close()
@@ -99,7 +100,11 @@ class JsEngine:
 
     def _refill(self) -> None:
         _yield_to_runs()
-        if self._pool:
+        with self._lock:
+            ready = len(self._pool)
+        if ready >= self._pool_size:
+            return
+        if ready:
             # Started at a run's end, making a VM would compete with sending that run's result;
             # while the pool is not empty, let the result go out first.
             time.sleep(_REFILL_PAUSE)
