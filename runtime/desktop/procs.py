@@ -18,6 +18,14 @@ MARKER = "CODEDESK_SESSION"
 log = logging.getLogger("codedesk.desktop")
 
 
+async def _close(writer: asyncio.StreamWriter) -> None:
+    writer.close()
+    try:
+        await writer.wait_closed()
+    except OSError:  # the peer already went away
+        pass
+
+
 async def http_ok(host: str, port: int, path: str, timeout: float = 1.0) -> bool:
     """Whether `GET path` on host:port answers 200."""
     reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
@@ -27,11 +35,7 @@ async def http_ok(host: str, port: int, path: str, timeout: float = 1.0) -> bool
         status = await asyncio.wait_for(reader.readline(), timeout)
         return status.split()[1:2] == [b"200"]
     finally:
-        writer.close()
-        try:
-            await writer.wait_closed()
-        except OSError:
-            pass
+        await _close(writer)
 
 
 async def rfb_ok(host: str, port: int, timeout: float = 1.0) -> bool:
@@ -40,11 +44,7 @@ async def rfb_ok(host: str, port: int, timeout: float = 1.0) -> bool:
     try:
         return (await asyncio.wait_for(reader.read(12), timeout)).startswith(b"RFB ")
     finally:
-        writer.close()
-        try:
-            await writer.wait_closed()
-        except OSError:
-            pass
+        await _close(writer)
 
 
 def pid_alive(pid: int | None) -> bool:
