@@ -9,6 +9,7 @@ when the descriptions change). `build_server(runtime)` wires it into the SDK's l
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import sys
@@ -175,18 +176,20 @@ class Runtime:
         return to_call_tool_result(result)
 
 
-_DEFAULT_LIMITS: dict[str, Any] = {}
-
-
 def _limits(language: str, args: Any) -> Any:
     import sandbox
 
     given = {k: v for k, v in args if k != "code" and v is not None}
-    if not given:  # the usual call: the defaults, built once
-        if language not in _DEFAULT_LIMITS:
-            _DEFAULT_LIMITS[language] = sandbox.JsLimits() if language == "js" else sandbox.PyLimits()
-        return _DEFAULT_LIMITS[language]
+    if not given:  # the usual call
+        return _default_limits(language)
     return sandbox.JsLimits(**given) if language == "js" else sandbox.PyLimits(**given)
+
+
+@functools.cache  # limits are frozen, so one default object serves every run
+def _default_limits(language: str) -> Any:
+    import sandbox
+
+    return sandbox.JsLimits() if language == "js" else sandbox.PyLimits()
 
 
 class _ConsoleForwarder:
