@@ -16,6 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SESSION_FILE = "session.json"
+VIEWER_FILE = "viewer.json"
+"""The viewer's URL and secret, kept apart from `session.json`: only the session's owner (root,
+or the user who started it) may read it, while the capability servers, which run as the desktop
+user, read `session.json`."""
 
 
 class SessionNotFound(RuntimeError):
@@ -46,8 +50,9 @@ class SessionInfo:
         chromium_command: the argv that (re)starts Chromium in the session's profile with its
             DevTools endpoint; run as `user` when the caller is root.
         user: the unprivileged desktop user; `uid`/`gid` are its ids and `home` its home.
-        viewer_url: the noVNC viewer's URL, secret included.
-        viewer_secret: the viewer's secret.
+        viewer_url: the noVNC viewer's URL, secret included ("" for a reader that may not
+            read `viewer.json`, such as a capability server).
+        viewer_secret: the viewer's secret (same).
         extra: any other fields the file holds, kept for forward compatibility.
     """
 
@@ -96,7 +101,7 @@ _KNOWN = {
 
 
 def read_session(data: Path | None = None) -> SessionInfo:
-    """Read `<data>/session.json` (default: `data_dir()`).
+    """Read `<data>/session.json` (default: `data_dir()`), and `viewer.json` when readable.
 
     Raises:
         SessionNotFound: no session file, or it is unreadable.
@@ -112,6 +117,10 @@ def read_session(data: Path | None = None) -> SessionInfo:
         ) from None
     except (OSError, ValueError) as exc:
         raise SessionNotFound(f"cannot read {path}: {exc}") from exc
+    try:
+        viewer = json.loads((root / VIEWER_FILE).read_text())
+    except (OSError, ValueError):  # not ours to read, or no viewer
+        viewer = {}
     return SessionInfo(
         data_dir=Path(raw["data_dir"]),
         display=raw["display"],
@@ -122,22 +131,37 @@ def read_session(data: Path | None = None) -> SessionInfo:
         uid=int(raw["uid"]),
         gid=int(raw["gid"]),
         home=Path(raw["home"]),
-        viewer_url=raw.get("viewer_url", ""),
-        viewer_secret=raw.get("viewer_secret", ""),
+        viewer_url=viewer.get("viewer_url", ""),
+        viewer_secret=viewer.get("viewer_secret", ""),
         extra={k: v for k, v in raw.items() if k not in _KNOWN},
     )
 
 
 def write_session(info: SessionInfo) -> Path:
-    """Write `<data_dir>/session.json` atomically (used by `codedesk desktop up`).
+    """Write `<data_dir>/session.json` and `<data_dir>/viewer.json` (used by `codedesk desktop up`).
 
-    The file holds the viewer's secret, so only its owner may read it (mode 0600).
+    `session.json` is readable by all (the capability servers run as the desktop user) and holds
+    no secret; `viewer.json`, with the viewer's URL and secret, only by its owner (mode 0600).
+    Both are written without following links, and replaced atomically.
     """
-    path = info.data_dir / SESSION_FILE
-    tmp = path.with_suffix(".json.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    facts = info.to_json()
+    viewer = {key: facts.pop(key) for key in ("viewer_url", "viewer_secret")}
+    _write_private(info.data_dir / VIEWER_FILE, viewer, 0o600)
+    return _write_private(info.data_dir / SESSION_FILE, facts, 0o644)
+
+
+def remove_session(data: Path) -> None:
+    """Remove the session's files (at `down`, or after a supervisor that died)."""
+    for name in (SESSION_FILE, VIEWER_FILE):
+        (data / name).unlink(missing_ok=True)
+
+
+def _write_private(path: Path, document: dict, mode: int) -> Path:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(info.to_json(), indent=2))
-    os.chmod(tmp, 0o600)  # an older tmp file may have had wider rights
+        os.fchmod(f.fileno(), mode)  # the umask may have narrowed it
+        f.write(json.dumps(document, indent=2))
     os.replace(tmp, path)
     return path

@@ -42,10 +42,16 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The unprivileged user that owns every desktop process and exec'd program.
+# The unprivileged user that owns every desktop process, capability server and exec'd program.
 DESKTOP_USER="${CODEDESK_DESKTOP_USER:-desktop}"
 if ! id "$DESKTOP_USER" >/dev/null 2>&1; then
   $SUDO useradd --create-home --shell /bin/bash "$DESKTOP_USER"
+fi
+# The viewer's user (x11vnc, websockify): it holds the viewer's secret, so it is not the desktop
+# user. A system account: no home, no shell, no password.
+VIEWER_USER="${CODEDESK_VIEWER_USER:-codedesk-view}"
+if ! id "$VIEWER_USER" >/dev/null 2>&1; then
+  $SUDO useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$VIEWER_USER"
 fi
 
 # X servers run as that user; the socket directory must exist, root-owned and sticky, first.

@@ -20,10 +20,10 @@ import threading
 import time
 from pathlib import Path
 
-from capabilities.session import SessionNotFound, data_dir, read_session
+from capabilities.session import SESSION_FILE, SessionNotFound, data_dir, read_session, remove_session
 
 from . import procs
-from .layout import DesktopError, DesktopUser, SessionLayout, install_hint, missing_packages
+from .layout import DesktopError, DesktopUser, SessionLayout, install_hint, make_private_dir, missing_packages
 
 UP_TIMEOUT = 60.0
 
@@ -107,7 +107,7 @@ def _print_up(data: Path, as_json: bool, already: bool) -> None:
 
 def _wait_for_session(data: Path, deadline: float) -> None:
     while time.monotonic() < deadline:
-        if (data / "session.json").exists():
+        if (data / SESSION_FILE).exists():
             return
         time.sleep(0.05)
     raise DesktopError(f"a session is starting in {data} but did not become ready; try "
@@ -120,7 +120,8 @@ def up(data: Path, viewer_host: str = "127.0.0.1", viewer_port: int = 0, view_on
     missing = missing_packages()
     if missing:
         raise DesktopError(install_hint(missing))
-    DesktopUser.resolve()  # says how to create the desktop user when it is missing
+    DesktopUser.resolve()  # say how to create the session's users when one is missing
+    DesktopUser.viewer()
     data.mkdir(parents=True, exist_ok=True)
     layout = SessionLayout(data)
     deadline = time.monotonic() + UP_TIMEOUT
@@ -131,7 +132,7 @@ def up(data: Path, viewer_host: str = "127.0.0.1", viewer_port: int = 0, view_on
     if layout.state_file.exists():
         # A supervisor died without `down`: stop what it left (its Chromium holds the profile).
         _cleanup_after(layout, _read_state(layout))
-    layout.logs.mkdir(exist_ok=True)
+    make_private_dir(layout.logs)
     r, w = os.pipe()
     _start_supervisor(layout, w, viewer_host, viewer_port, view_only)
     os.close(w)
@@ -175,7 +176,7 @@ def _start_supervisor(layout: SessionLayout, ready_fd: int, viewer_host: str, vi
         argv = [sys.executable, "-m", "runtime.desktop", "_supervise", "--data", str(layout.data),
                 "--viewer-host", viewer_host, "--viewer-port", str(viewer_port),
                 "--ready-fd", str(ready_fd)] + (["--view-only"] if view_only else [])
-        with open(log_path, "ab") as logf:
+        with procs.open_log(log_path) as logf:
             subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                              pass_fds=(ready_fd,), start_new_session=True, close_fds=True)
         return
@@ -195,10 +196,10 @@ def _start_supervisor(layout: SessionLayout, ready_fd: int, viewer_host: str, vi
         except OSError:
             pass
         null = os.open(os.devnull, os.O_RDONLY)
-        logfd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        logf = procs.open_log(log_path)  # kept referenced: closing it would close fds 1 and 2's source
         os.dup2(null, 0)
-        os.dup2(logfd, 1)
-        os.dup2(logfd, 2)
+        os.dup2(logf.fileno(), 1)
+        os.dup2(logf.fileno(), 2)
         # Keep nothing of the caller's but the ready pipe (a caller waiting for EOF on a pipe
         # it gave us must not wait for the whole session).
         os.closerange(3, ready_fd)
@@ -242,11 +243,12 @@ def _cleanup_after(layout: SessionLayout, state: dict | None) -> None:
         display = state.get("display", "")
         if display.startswith(":") and display[1:].isdigit():
             procs.remove_stale_x_lock(int(display[1:]))
-        run_dir = state.get("run_dir")
-        if run_dir and Path(run_dir).name.startswith("codedesk-"):
-            shutil.rmtree(run_dir, ignore_errors=True)
-    for path in (layout.data / "session.json", layout.state_file):
-        path.unlink(missing_ok=True)
+        for key in ("run_dir", "viewer_dir"):
+            folder = state.get(key)
+            if folder and Path(folder).name.startswith("codedesk-"):
+                shutil.rmtree(folder, ignore_errors=True)
+    remove_session(layout.data)
+    layout.state_file.unlink(missing_ok=True)
 
 
 def status(data: Path) -> dict:
@@ -274,6 +276,7 @@ def status(data: Path) -> dict:
         "screen": _screen_size(state) or state["screen"],
         "supervisor_pid": state["supervisor_pid"],
         "ports": state["ports"],
+        "vnc_socket": state.get("vnc_socket"),
         "parts": parts,
         "viewer_url": info.viewer_url if info else None,
         "devtools_url": info.devtools_url if info else None,

@@ -2,12 +2,18 @@
 
 A session lives in its data directory (`capabilities.session.data_dir()` unless `--data`):
 
-    <data>/session.json        the session's facts, for capabilities and the runtime
+    <data>/session.json        the session's facts, for capabilities and the runtime (no secret)
+    <data>/viewer.json         the viewer's URL and secret, readable by the session's owner only
     <data>/desktop-state.json  the supervisor's view: parts, pids, ports, screen size
     <data>/desktop.lock        held (flock) by the running supervisor: one session per data dir
-    <data>/home                the desktop user's home
-    <data>/chrome              Chromium's profile; downloads in <data>/chrome/Downloads
-    <data>/logs                one log per part
+    <data>/logs                one log per part, readable by the session's owner only
+    <data>/home                the desktop user's home          \
+    <data>/chrome              Chromium's profile; downloads     |  owned by the desktop user
+                               in <data>/chrome/Downloads        |
+    <data>/exec, <data>/browser  the exec logs, the named tabs  /
+
+Started as root, the data directory and everything not marked above belong to root: the
+desktop user can write only its own folders, never the session's files.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ import os
 import pwd
 import shutil
 import socket
+import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,7 +81,10 @@ def install_hint(packages: list[str]) -> str:
 
 @dataclass(frozen=True)
 class DesktopUser:
-    """The account desktop processes run as; `switch` is true when we are root and must drop to it."""
+    """An unprivileged account a part of the session runs as; `switch` is true when we are root
+    and must drop to it. Two are used: the desktop user (every desktop process, the capability
+    servers and the programs they start) and the viewer user (x11vnc and websockify, which hold
+    the viewer's secret and must be out of the desktop user's reach)."""
 
     name: str
     uid: int
@@ -83,19 +94,27 @@ class DesktopUser:
     @classmethod
     def resolve(cls) -> "DesktopUser":
         """The unprivileged `desktop` user (or `$CODEDESK_DESKTOP_USER`) when root, else ourselves."""
+        return cls._lookup(os.environ.get("CODEDESK_DESKTOP_USER", "desktop"), "desktop user")
+
+    @classmethod
+    def viewer(cls) -> "DesktopUser":
+        """The viewer's user, `codedesk-view` (or `$CODEDESK_VIEWER_USER`) when root, else ourselves."""
+        return cls._lookup(os.environ.get("CODEDESK_VIEWER_USER", "codedesk-view"), "viewer user")
+
+    @classmethod
+    def _lookup(cls, name: str, role: str) -> "DesktopUser":
         if os.geteuid() != 0:
             me = pwd.getpwuid(os.geteuid())
             return cls(me.pw_name, me.pw_uid, me.pw_gid, switch=False)
-        name = os.environ.get("CODEDESK_DESKTOP_USER", "desktop")
         try:
             entry = pwd.getpwnam(name)
         except KeyError:
             raise DesktopError(
-                f"the desktop user {name!r} does not exist; create it with `make install` "
+                f"the {role} {name!r} does not exist; create it with `make install` "
                 f"(or `sudo bash {image_dir() / 'install-system.sh'}`)"
             ) from None
         if entry.pw_uid == 0:
-            raise DesktopError(f"the desktop user {name!r} is root; desktop processes never run as root")
+            raise DesktopError(f"the {role} {name!r} is root; session processes never run as root")
         return cls(entry.pw_name, entry.pw_uid, entry.pw_gid, switch=True)
 
     def popen_kwargs(self) -> dict:
@@ -103,6 +122,30 @@ class DesktopUser:
         if not self.switch:
             return {}
         return {"user": self.uid, "group": self.gid, "extra_groups": []}
+
+    def run_as(self, fn: Callable[..., None], *args: object) -> None:
+        """Call `fn(*args)` as this user, in a forked child, so that files written through a
+        folder this user controls (a planted symlink) can never be written with root's rights."""
+        if not self.switch:
+            fn(*args)
+            return
+        pid = os.fork()
+        if pid == 0:  # the child: drop for good, do the work, leave without running any cleanup
+            code = 1
+            try:
+                os.setgroups([])
+                os.setresgid(self.gid, self.gid, self.gid)
+                os.setresuid(self.uid, self.uid, self.uid)
+                fn(*args)
+                code = 0
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            raise DesktopError(f"{getattr(fn, '__name__', fn)} failed as {self.name!r} "
+                               f"(exit status {status}); see the supervisor's log")
 
 
 @dataclass(frozen=True)
@@ -128,6 +171,11 @@ class SessionLayout:
         return self.data / "logs"
 
     @property
+    def user_dirs(self) -> tuple[Path, ...]:
+        """The folders the desktop user owns (and the capability servers write)."""
+        return (self.home, self.chrome, self.data / "exec", self.data / "browser")
+
+    @property
     def state_file(self) -> Path:
         return self.data / STATE_FILE
 
@@ -138,6 +186,14 @@ class SessionLayout:
     @property
     def browser_wrapper(self) -> Path:
         return self.home / ".local" / "bin" / "codedesk-browser"
+
+
+def make_private_dir(path: Path) -> None:
+    """Create `path` (if missing) as a folder only its owner may enter: root's when we are root."""
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0:
+        os.chown(path, 0, 0, follow_symlinks=False)
+    os.chmod(path, 0o700, follow_symlinks=False)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

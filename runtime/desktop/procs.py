@@ -7,6 +7,7 @@ the programs opened from the desktop, so `down` can find and stop all of them, a
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import signal
@@ -38,13 +39,26 @@ async def http_ok(host: str, port: int, path: str, timeout: float = 1.0) -> bool
         await _close(writer)
 
 
-async def rfb_ok(host: str, port: int, timeout: float = 1.0) -> bool:
-    """Whether a VNC server on host:port greets with its RFB version."""
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+async def rfb_ok(socket_path: Path, timeout: float = 1.0) -> bool:
+    """Whether a VNC server on the unix socket `socket_path` greets with its RFB version."""
+    reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(str(socket_path)), timeout)
     try:
         return (await asyncio.wait_for(reader.read(12), timeout)).startswith(b"RFB ")
     finally:
         await _close(writer)
+
+
+def open_log(path: Path):
+    """Open a part's log for appending, private to its owner, never through a link."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        path.unlink()  # a link planted where a log belongs: drop it, write a file of our own
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    os.fchmod(fd, 0o600)  # websockify logs request lines, secret included
+    return os.fdopen(fd, "ab")
 
 
 def pid_alive(pid: int | None) -> bool:

@@ -2,7 +2,11 @@
 restarts the ones that crash (Chromium excepted), serves screen resizes, and stops everything.
 
 `codedesk desktop up` spawns it detached and waits for its "ready" line on a pipe; `down`
-sends it SIGTERM. It runs as the caller (root or not); every part runs as the desktop user.
+sends it SIGTERM. It runs as the caller (root or not). Every part runs unprivileged: the desktop
+as the desktop user, the viewer (x11vnc, websockify) as the viewer user, which the desktop user
+cannot reach: x11vnc listens only on a unix socket in the viewer's private folder, and only
+websockify, given the session's secret, connects to it. Started as root, the supervisor never
+writes through a folder the desktop user controls: those files are written as that user.
 """
 
 from __future__ import annotations
@@ -18,13 +22,14 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from capabilities.session import SESSION_FILE, SessionInfo, write_session
+from capabilities.session import SessionInfo, remove_session, write_session
 
-from .layout import NOVNC_DIR, DesktopError, DesktopUser, SessionLayout, free_port, image_dir, port_is_free
+from .layout import (NOVNC_DIR, DesktopError, DesktopUser, SessionLayout, free_port, image_dir,
+                     make_private_dir, port_is_free)
 from .screen import MAX_SIZE, START_SIZE, ScreenSizer
 from .userfiles import prepare_chrome_profile, prepare_home, write_xauthority
 from . import procs
@@ -87,14 +92,26 @@ def _small_dev_shm() -> bool:
     return st.f_frsize * st.f_blocks < 512 * 1024 * 1024
 
 
+async def _always_ready() -> bool:
+    return True
+
+
 @dataclass
 class Part:
-    """One supervised process of the session."""
+    """One supervised process of the session, with its own readiness check and restart rule.
+
+    `ready` answers whether the started process serves (polled until it does); `relaunch`
+    starts it again after a crash (None: spawn the same argv); `restart` False leaves it down.
+    """
 
     name: str
     argv: list[str]
+    user: DesktopUser
     restart: bool = True
     needs_x: bool = True
+    ready: Callable[[], Awaitable[bool]] = _always_ready
+    relaunch: Callable[[], Awaitable[None]] | None = None
+    env: dict[str, str] | None = None
     proc: subprocess.Popen | None = None
     crashes: list[float] = field(default_factory=list)
     restarts: int = 0
@@ -126,10 +143,14 @@ class Supervisor:
         self.opts = opts
         self.layout = SessionLayout(opts.data)
         self.user = DesktopUser.resolve()
+        self.viewer_user = DesktopUser.viewer()
         self.session_id = secrets.token_hex(4)
         self.secret = secrets.token_urlsafe(24)
-        self.run_dir = Path(f"/tmp/codedesk-{self.session_id}")
+        self.run_dir = Path(f"/tmp/codedesk-{self.session_id}")  # the desktop user's XDG_RUNTIME_DIR
         self.xauthority = self.run_dir / "Xauthority"
+        # The viewer's private folder: its copy of the X cookie, x11vnc's socket, its web root.
+        self.viewer_dir = Path(f"/tmp/codedesk-{self.session_id}-viewer")
+        self.vnc_socket = self.viewer_dir / "vnc.sock"
         self.display_num: int | None = None
         self.sizer: ScreenSizer | None = None
         self.size = START_SIZE
@@ -157,22 +178,20 @@ class Supervisor:
 
     def prepare(self) -> None:
         lay = self.layout
-        for d in (lay.home, lay.chrome, lay.logs):
-            d.mkdir(parents=True, exist_ok=True)
+        self._own_data_dir()
         self._check_reachable()
         x11_dir = Path("/tmp/.X11-unix")
         if os.geteuid() == 0 and not x11_dir.exists():
             # Xvfb runs unprivileged and cannot make this root-owned sticky directory itself.
             x11_dir.mkdir(exist_ok=True)
             x11_dir.chmod(0o1777)
-        self.run_dir.mkdir(mode=0o700)
-        if self.user.switch:
-            os.chown(self.run_dir, self.user.uid, self.user.gid)
-            os.chown(lay.logs, self.user.uid, self.user.gid)
+        for folder, owner in ((self.run_dir, self.user), (self.viewer_dir, self.viewer_user)):
+            folder.mkdir(mode=0o700)  # fresh (the name is new): nobody can have planted anything
+            if owner.switch:
+                os.chown(folder, owner.uid, owner.gid)
         self._cookie = secrets.token_bytes(16)
         self._write_xauthority()
         self.ports["devtools"] = free_port()
-        self.ports["vnc"] = free_port()
         self.ports["resize"] = free_port()
         if self.opts.viewer_port:
             if not port_is_free(self.opts.viewer_port, self.opts.viewer_host):
@@ -183,14 +202,31 @@ class Supervisor:
             self.ports["viewer"] = self.opts.viewer_port
         else:
             self.ports["viewer"] = free_port(self.opts.viewer_host)
-        prepare_home(lay, self.user, self.browser_argv(startup_window=True))
-        prepare_chrome_profile(lay, self.user)
-        self._prepare_viewer_web()
+        # Written as the desktop user: its home and profile are folders it controls.
+        self.user.run_as(prepare_home, lay, self.browser_argv(startup_window=True))
+        self.user.run_as(prepare_chrome_profile, lay)
+        self.viewer_user.run_as(self._prepare_viewer_web)
+
+    def _own_data_dir(self) -> None:
+        """Make the data directory the session's own: root's (when root), with the desktop user's
+        folders inside, and the logs (which hold the viewer's secret) private."""
+        lay = self.layout
+        lay.data.mkdir(parents=True, exist_ok=True)
+        if self.user.switch:
+            os.chown(lay.data, 0, 0, follow_symlinks=False)
+            os.chmod(lay.data, 0o755)
+        make_private_dir(lay.logs)
+        for folder in lay.user_dirs:
+            folder.mkdir(exist_ok=True)
+            if not folder.is_dir() or folder.is_symlink():
+                raise DesktopError(f"{folder} must be a folder; move it away and start again")
+            if self.user.switch:
+                os.chown(folder, self.user.uid, self.user.gid, follow_symlinks=False)
 
     def _write_xauthority(self) -> None:
-        write_xauthority(self.xauthority, self._cookie, self.display_num)
-        if self.user.switch:
-            os.chown(self.xauthority, self.user.uid, self.user.gid)
+        self.user.run_as(write_xauthority, self.xauthority, self._cookie, self.display_num)
+        self.viewer_user.run_as(write_xauthority, self.viewer_dir / "Xauthority", self._cookie,
+                                self.display_num)
 
     def _check_reachable(self) -> None:
         if not self.user.switch:
@@ -206,21 +242,18 @@ class Supervisor:
             )
 
     def _prepare_viewer_web(self) -> None:
-        web = self.run_dir / "viewer"
+        """The viewer's web root and token file, in its private folder (run as the viewer user)."""
+        web = self.viewer_dir / "web"
         web.mkdir()
         for name in ("core", "vendor"):
             (web / name).symlink_to(NOVNC_DIR / name)
         for f in (image_dir() / "viewer").iterdir():
             shutil.copyfile(f, web / f.name)
-        tokens = self.run_dir / "viewer-tokens"
-        tokens.write_text(
-            f"{self.secret}: 127.0.0.1:{self.ports['vnc']}\n"
-            f"{self.secret}.resize: 127.0.0.1:{self.ports['resize']}\n"
-        )
-        tokens.chmod(0o600)
-        if self.user.switch:
-            for p in (web, tokens):
-                os.chown(p, self.user.uid, self.user.gid)
+        tokens = self.viewer_dir / "viewer-tokens"
+        fd = os.open(tokens, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{self.secret}: unix_socket:{self.vnc_socket}\n"
+                    f"{self.secret}.resize: 127.0.0.1:{self.ports['resize']}\n")
 
     def browser_argv(self, startup_window: bool = False) -> list[str]:
         """Chromium in the session's profile with its DevTools endpoint on loopback."""
@@ -261,15 +294,16 @@ class Supervisor:
 
     # ----------------------------------------------------------------- parts
     def _spawn(self, part: Part, pass_fds: tuple[int, ...] = ()) -> None:
-        logf = open(self.layout.logs / f"{part.name}.log", "ab")
-        os.fchmod(logf.fileno(), 0o600)  # websockify logs request lines, secret included
+        logf = procs.open_log(self.layout.logs / f"{part.name}.log")
         self._logs.append(logf)
-        env = self.env or {procs.MARKER: self.session_id, "PATH": "/usr/bin:/bin",
-                           "HOME": str(self.layout.home), "XDG_RUNTIME_DIR": str(self.run_dir)}
+        env = part.env or self.env or {
+            procs.MARKER: self.session_id, "PATH": "/usr/bin:/bin",
+            "HOME": str(self.layout.home), "XDG_RUNTIME_DIR": str(self.run_dir)}
+        cwd = self.layout.home if part.user is self.user else self.viewer_dir
         part.proc = subprocess.Popen(
             part.argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-            env=env, cwd=self.layout.home, start_new_session=True, pass_fds=pass_fds,
-            **self.user.popen_kwargs(),
+            env=env, cwd=cwd, start_new_session=True, pass_fds=pass_fds,
+            **part.user.popen_kwargs(),
         )
         log.info("started %s pid %s", part.name, part.proc.pid)
 
@@ -298,7 +332,7 @@ class Supervisor:
 
     def start_xvfb(self) -> None:
         if self.display_num is None:
-            part = Part("xvfb", [], needs_x=False)
+            part = Part("xvfb", [], self.user, needs_x=False, relaunch=self._relaunch_xvfb)
             self.parts["xvfb"] = part
             # -displayfd: Xvfb takes the first free display number itself and tells us which.
             data = self._spawn_and_read_line(part, lambda fd: self._xvfb_argv("-displayfd", str(fd)))
@@ -328,7 +362,8 @@ class Supervisor:
         self.size = self.sizer.set_size(*self.size)
 
     def start_dbus(self) -> None:
-        part = self.parts.get("dbus") or Part("dbus", [], needs_x=False)
+        part = self.parts.get("dbus") or Part("dbus", [], self.user, needs_x=False,
+                                              relaunch=lambda: asyncio.to_thread(self.start_dbus))
         self.parts["dbus"] = part
         data = self._spawn_and_read_line(part, lambda fd: [
             "dbus-daemon", "--session", "--nofork", "--nopidfile", "--nosyslog",
@@ -337,44 +372,39 @@ class Supervisor:
             raise DesktopError(f"dbus-daemon did not start (see {self.layout.logs / 'dbus.log'})")
 
     def define_parts(self) -> None:
-        vnc = ["x11vnc", "-display", f":{self.display_num}", "-auth", str(self.xauthority),
-               "-rfbport", str(self.ports["vnc"]), "-localhost", "-rfbportv6", "-1",
+        # x11vnc: no TCP port at all (-rfbport 0), only the socket in the viewer's private folder.
+        vnc = ["x11vnc", "-display", f":{self.display_num}", "-auth", str(self.viewer_dir / "Xauthority"),
+               "-unixsock", str(self.vnc_socket), "-rfbport", "0", "-rfbportv6", "-1",
                "-forever", "-shared", "-nopw", "-xrandr", "newfbsize", "-noxdamage",
-               "-quiet", "-nowf", "-ncache", "0"]
+               "-quiet", "-nowf", "-ncache", "0",
+               # Its shared-memory segments would belong to another user than Xvfb's: none.
+               "-noshm"]
         if self.opts.view_only:
             vnc.append("-viewonly")
-        web = ["websockify", "--web", str(self.run_dir / "viewer"),
-               "--token-plugin", "TokenFile", "--token-source", str(self.run_dir / "viewer-tokens"),
+        web = ["websockify", "--web", str(self.viewer_dir / "web"),
+               "--token-plugin", "TokenFile", "--token-source", str(self.viewer_dir / "viewer-tokens"),
                f"{self.opts.viewer_host}:{self.ports['viewer']}"]
+        viewer_env = {procs.MARKER: self.session_id, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
+                      "HOME": str(self.viewer_dir),
+                      "DISPLAY": f":{self.display_num}", "XAUTHORITY": str(self.viewer_dir / "Xauthority")}
+        viewer_host = "127.0.0.1" if self.opts.viewer_host in ("0.0.0.0", "") else self.opts.viewer_host
         for part in (
-            Part("xfsettingsd", ["xfsettingsd", "--no-daemon", "--replace"]),
-            Part("xfwm4", ["xfwm4", "--compositor=off", "--replace"]),
-            Part("xfce4-panel", ["xfce4-panel", "--disable-wm-check"]),
-            Part("xfdesktop", ["xfdesktop", "--disable-wm-check"]),
-            Part("chromium", self.browser_argv(), restart=False),
-            Part("x11vnc", vnc),
-            Part("websockify", web, needs_x=False),
+            Part("xfsettingsd", ["xfsettingsd", "--no-daemon", "--replace"], self.user,
+                 ready=lambda: _now(self.sizer.selection_owned("_XSETTINGS_S0"))),
+            Part("xfwm4", ["xfwm4", "--compositor=off", "--replace"], self.user,
+                 ready=lambda: _now(self.sizer.has_window_manager())),
+            Part("xfce4-panel", ["xfce4-panel", "--disable-wm-check"], self.user,
+                 ready=lambda: _now("Xfce4-panel" in self.sizer.window_classes())),
+            Part("xfdesktop", ["xfdesktop", "--disable-wm-check"], self.user,
+                 ready=lambda: _now("Xfdesktop" in self.sizer.window_classes())),
+            Part("chromium", self.browser_argv(), self.user, restart=False,
+                 ready=lambda: procs.http_ok("127.0.0.1", self.ports["devtools"], "/json/version")),
+            Part("x11vnc", vnc, self.viewer_user, env=viewer_env,
+                 ready=lambda: procs.rfb_ok(self.vnc_socket)),
+            Part("websockify", web, self.viewer_user, needs_x=False, env=viewer_env,
+                 ready=lambda: procs.http_ok(viewer_host, self.ports["viewer"], "/viewer.html")),
         ):
             self.parts[part.name] = part
-
-    async def _ready(self, name: str) -> bool:
-        s = self.sizer
-        if name == "xfwm4":
-            return s.has_window_manager()
-        if name == "xfsettingsd":
-            return s.selection_owned("_XSETTINGS_S0")
-        if name == "xfce4-panel":
-            return "Xfce4-panel" in s.window_classes()
-        if name == "xfdesktop":
-            return "Xfdesktop" in s.window_classes()
-        if name == "chromium":
-            return await procs.http_ok("127.0.0.1", self.ports["devtools"], "/json/version")
-        if name == "x11vnc":
-            return await procs.rfb_ok("127.0.0.1", self.ports["vnc"])
-        if name == "websockify":
-            host = "127.0.0.1" if self.opts.viewer_host in ("0.0.0.0", "") else self.opts.viewer_host
-            return await procs.http_ok(host, self.ports["viewer"], "/viewer.html")
-        return True
 
     async def wait_ready(self, part: Part) -> None:
         deadline = time.monotonic() + READY_TIMEOUT
@@ -384,7 +414,7 @@ class Supervisor:
                     f"{part.name} exited during start (see {self.layout.logs / (part.name + '.log')})"
                 )
             try:
-                if await self._ready(part.name):
+                if await part.ready():
                     log.info("%s ready", part.name)
                     return
             except Exception:  # not answering yet
@@ -448,6 +478,8 @@ class Supervisor:
             "display": f":{self.display_num}",
             "xauthority": str(self.xauthority),
             "run_dir": str(self.run_dir),
+            "viewer_dir": str(self.viewer_dir),
+            "vnc_socket": str(self.vnc_socket),
             "screen": {"width": self.size[0], "height": self.size[1]},
             "ports": self.ports,
             "viewer_host": self.opts.viewer_host,
@@ -490,14 +522,15 @@ class Supervisor:
                 self.write_state()
 
     async def _restart(self, part: Part) -> None:
-        if part.name == "xvfb":
-            procs.remove_stale_x_lock(self.display_num)
-            self._spawn(part)
-            await asyncio.to_thread(self._connect_screen)
-        elif part.name == "dbus":
-            await asyncio.to_thread(self.start_dbus)
+        if part.relaunch is not None:
+            await part.relaunch()
         else:
             self._spawn(part)
+
+    async def _relaunch_xvfb(self) -> None:
+        procs.remove_stale_x_lock(self.display_num)
+        self._spawn(self.parts["xvfb"])
+        await asyncio.to_thread(self._connect_screen)
 
     async def _serve_resize(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Line protocol behind the viewer's `<secret>.resize` token: "WxH\\n" in, "WxH\\n" out."""
@@ -549,9 +582,14 @@ class Supervisor:
             procs.remove_stale_x_lock(self.display_num)
         for f in self._logs:
             f.close()
-        shutil.rmtree(self.run_dir, ignore_errors=True)
-        for path in (self.layout.data / SESSION_FILE, self.layout.state_file):
-            path.unlink(missing_ok=True)
+        for folder in (self.run_dir, self.viewer_dir):
+            shutil.rmtree(folder, ignore_errors=True)
+        remove_session(self.layout.data)
+        self.layout.state_file.unlink(missing_ok=True)
+
+
+async def _now(value: bool) -> bool:
+    return value
 
 
 def run(opts: Options, ready_fd: int | None) -> int:

@@ -2,7 +2,8 @@
 browser wrapper that is the desktop's default browser, Chromium's preferences, the X cookie.
 
 Everything is rewritten on each `up` except what the user may have changed since (Chromium's
-profile is only amended, never replaced).
+profile is only amended, never replaced). The supervisor calls these as the desktop user
+(`DesktopUser.run_as`): they write into folders that user controls.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import socket
 import struct
 from pathlib import Path
 
-from .layout import DesktopUser, SessionLayout, image_dir
+from .layout import SessionLayout, image_dir
 
 # Launcher plugin id -> the .desktop file it shows (ids match desktop-image/xfce/xfce4-panel.xml).
 _APP_LAUNCHERS = {
@@ -56,10 +57,6 @@ def _write(path: Path, text: str, mode: int = 0o644) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     path.chmod(mode)
-    _written_paths.add(path)
-
-
-_written_paths: set[Path] = set()
 
 
 def browser_desktop_entry(wrapper: Path) -> str:
@@ -79,8 +76,8 @@ def browser_desktop_entry(wrapper: Path) -> str:
     )
 
 
-def prepare_home(layout: SessionLayout, user: DesktopUser, browser_argv: list[str]) -> None:
-    """Write the desktop user's configuration into `<data>/home` and own it as that user."""
+def prepare_home(layout: SessionLayout, browser_argv: list[str]) -> None:
+    """Write the desktop user's configuration into `<data>/home`."""
     home = layout.home
     conf = home / ".config"
     xfconf = conf / "xfce4" / "xfconf" / "xfce-perchannel-xml"
@@ -118,11 +115,8 @@ def prepare_home(layout: SessionLayout, user: DesktopUser, browser_argv: list[st
         if system.exists():
             _write(panel / f"launcher-{plugin_id}" / desktop, system.read_text())
 
-    _track(home, home, *(p for p in _written_paths if home in p.parents))
-    _chown_written(home, user)
 
-
-def prepare_chrome_profile(layout: SessionLayout, user: DesktopUser) -> None:
+def prepare_chrome_profile(layout: SessionLayout) -> None:
     """Point downloads at `<data>/chrome/Downloads` and skip first-run prompts, keeping the rest."""
     layout.downloads.mkdir(parents=True, exist_ok=True)
     prefs_path = layout.chrome / "Default" / "Preferences"
@@ -142,34 +136,3 @@ def prepare_chrome_profile(layout: SessionLayout, user: DesktopUser) -> None:
     prefs_path.write_text(json.dumps(prefs))
     # A stale DevTools port from the previous run would mislead the readiness check.
     (layout.chrome / "DevToolsActivePort").unlink(missing_ok=True)
-    _track(layout.chrome, layout.chrome, layout.downloads, prefs_path)
-    _chown_written(layout.chrome, user)
-
-
-def _chown_written(root: Path, user: DesktopUser) -> None:
-    """Give the desktop user what we wrote under `root` (and the folders leading to it).
-
-    Only the paths this module writes are visited: a home or profile that has grown large
-    costs nothing on the next `up`.
-    """
-    if not user.switch:
-        return
-    for path in sorted(_written.pop(root, set())):
-        p = path
-        while True:
-            try:
-                st = os.lstat(p)
-            except FileNotFoundError:
-                break
-            if st.st_uid != user.uid or st.st_gid != user.gid:
-                os.chown(p, user.uid, user.gid, follow_symlinks=False)
-            if p == root or root not in p.parents:
-                break
-            p = p.parent
-
-
-_written: dict[Path, set[Path]] = {}
-
-
-def _track(root: Path, *paths: Path) -> None:
-    _written.setdefault(root, set()).update(paths)

@@ -73,10 +73,12 @@ def test_killed_x11vnc_is_restarted_and_the_viewer_reconnects(private_session, v
         page.goto(private_session.info.viewer_url)
         page.wait_for_function("window.codedesk.state === 'connected'", timeout=20000)
         _kill_part_and_wait(private_session, "x11vnc")
-        port = status_of(private_session)["ports"]["vnc"]
+        path = status_of(private_session)["vnc_socket"]
 
         def greets():
-            with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.settimeout(2)
+                s.connect(path)
                 return s.recv(12).startswith(b"RFB ")
 
         wait_until(lambda: _try(greets), what="x11vnc answering again")

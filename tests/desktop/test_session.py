@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import socket
 import subprocess
 import urllib.request
@@ -248,6 +249,19 @@ def test_no_desktop_process_runs_as_root(desktop_session):
         assert 0 not in uids, f"pid {pid} ({Path(f'/proc/{pid}/comm').read_text().strip()}) runs as root"
 
 
+def test_the_viewer_runs_as_its_own_user_out_of_the_desktop_users_reach(desktop_session):
+    """x11vnc and websockify hold the viewer's secret: not the desktop user, not root (when root)."""
+    status = json.loads(desktop_session.desktop_cli("status").stdout)
+    desktop_uid = desktop_session.info.uid
+    for name in ("x11vnc", "websockify"):
+        uids = proc_uids(status["parts"][name]["pid"])
+        assert 0 not in uids, f"{name} runs as root"
+        if os.geteuid() == 0:
+            assert desktop_uid not in uids, f"{name} runs as the desktop user"
+    socket_dir = Path(status["vnc_socket"]).parent
+    assert socket_dir.stat().st_mode & 0o077 == 0, "x11vnc's socket folder is private to the viewer"
+
+
 def test_status_reports_each_part_pid_ports_and_screen(desktop_session):
     """`status` is how people and scripts see what runs where."""
     status = json.loads(desktop_session.desktop_cli("status").stdout)
@@ -258,7 +272,9 @@ def test_status_reports_each_part_pid_ports_and_screen(desktop_session):
     for name, part in status["parts"].items():
         if name != "chromium":
             assert part["running"] and part["pid"] > 0, name
-    assert {"devtools", "vnc", "viewer"} <= set(status["ports"])
+    assert {"devtools", "viewer"} <= set(status["ports"])
+    assert "vnc" not in status["ports"], "x11vnc listens on no TCP port, only on its private socket"
+    assert status["vnc_socket"].endswith("/vnc.sock")
     assert status["screen"] == dict(zip(("width", "height"), screen_size(desktop_session.info)))
 
 
