@@ -11,9 +11,9 @@ Layout, all in one table of its own (`inet codedesk_egress`, so nothing else of 
 firewall is touched):
 
     chain output   hook output; `meta skuid vmap @uid_chains`: each filtered uid jumps to its chain
-    chain uid_<N>  packets of replies to connections made to the user's own servers pass
-                   (ct state established,related); then the operator's deny ranges are
-                   rejected, the allow ranges return, and the default deny ranges are rejected.
+    chain uid_<N>  the user's servers' replies pass (ct direction reply); then the operator's
+                   deny ranges are rejected, the allow ranges return, and the default deny
+                   ranges are rejected; every packet, not only a connection's first.
 
 Applying is one atomic `nft -f` transaction that flushes the uid's chain and writes it anew, so
 applying again replaces the rules. Root's and other users' packets are not filtered.
@@ -88,8 +88,9 @@ def nft_script(uid: int, policy: EgressPolicy) -> str:
         f"add chain inet {TABLE} {chain}",
         f"flush chain inet {TABLE} {chain}",
         # Replies of the user's own servers (a dev server, Chromium's DevTools endpoint) pass
-        # whoever asked; a connection the user opens starts as "new" and meets the rules below.
-        f"add rule inet {TABLE} {chain} ct state established,related return",
+        # whoever asked. Every packet of a connection the user opened meets the rules below,
+        # so one opened while a range was allowed is cut when the range is denied again.
+        f"add rule inet {TABLE} {chain} ct direction reply return",
     ]
     rule = f"add rule inet {TABLE} {chain}"
     for family, networks in _by_family(policy.deny):

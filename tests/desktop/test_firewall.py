@@ -51,6 +51,33 @@ except OSError as exc:
 """
 
 
+# Run as the desktop user: connect, say so, wait for a line on stdin, then send a request.
+HOLD = """
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)
+print("connected", flush=True)
+sys.stdin.readline()
+try:
+    s.sendall(b"GET / HTTP/1.0\\r\\n\\r\\n")
+    print("reached" if s.recv(100).startswith(b"HTTP/") else "cut")
+except OSError as exc:
+    print("cut:" + type(exc).__name__)
+"""
+
+# Run as the desktop user: serve one HTTP answer on argv[1], printing the port first.
+SERVE = """
+import socket, sys
+s = socket.socket()
+s.bind((sys.argv[1], 0))
+s.listen(1)
+print(s.getsockname()[1], flush=True)
+conn, _ = s.accept()
+conn.recv(1000)
+conn.sendall(b"HTTP/1.0 200 OK\\r\\nContent-Length: 2\\r\\n\\r\\nok")
+conn.close()
+"""
+
+
 def desktop_user() -> pwd.struct_passwd:
     try:
         return pwd.getpwnam("desktop")
@@ -58,15 +85,16 @@ def desktop_user() -> pwd.struct_passwd:
         pytest.fail("no user 'desktop': run desktop-image/install-system.sh, which creates it")
 
 
+def desktop_argv(script: str, *args: str) -> list[str]:
+    user = desktop_user()
+    return ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--init-groups",
+            os.path.realpath(sys.executable), "-I", "-c", script, *args]
+
+
 def as_desktop_user(address: str, port: int) -> str:
     """Connect to address:port as the desktop user; 'reached' or 'refused:<error>'."""
-    user = desktop_user()
-    python = os.path.realpath(sys.executable)
-    done = subprocess.run(
-        ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--init-groups",
-         python, "-I", "-c", PROBE, address, str(port)],
-        capture_output=True, text=True, timeout=30, cwd="/",
-    )
+    done = subprocess.run(desktop_argv(PROBE, address, str(port)), capture_output=True, text=True,
+                          timeout=30, cwd="/")
     assert done.returncode == 0, f"the probe failed to run as the desktop user: {done.stderr}"
     return done.stdout.strip()
 
@@ -203,3 +231,40 @@ def test_rules_cover_only_the_uid_they_are_applied_for(egress_table):
         assert apply_egress_firewall(uid + 1000, EgressPolicy()) is None
         assert as_desktop_user(METADATA, port) == "reached"
         assert remove_egress_firewall(uid + 1000) is None
+
+
+def test_connection_opened_while_allowed_is_cut_once_denied(egress_table):
+    """Every packet meets the rules, not only a connection's first: a program holding a
+    connection opened while the range was allowed cannot go on using it after a deny."""
+    uid = desktop_user().pw_uid
+    with served_on_lo(METADATA) as port:
+        assert apply_egress_firewall(uid, EgressPolicy.parse(allow=[f"{METADATA}/32"])) is None
+        holder = subprocess.Popen(desktop_argv(HOLD, METADATA, str(port)), stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/")
+        try:
+            assert holder.stdout.readline().strip() == "connected", holder.stderr.read()
+            assert apply_egress_firewall(uid, EgressPolicy()) is None
+            out, err = holder.communicate("go\n", timeout=30)
+        finally:
+            if holder.poll() is None:
+                holder.kill()
+                holder.communicate()
+        assert out.strip().startswith("cut"), (out, err)
+
+
+def test_desktop_users_own_server_answers_from_a_denied_range(egress_table):
+    """Replies of a server the desktop user runs pass: the rules stop what the user's programs
+    open, not answers to clients such as the runtime reaching Chromium's DevTools port."""
+    uid = desktop_user().pw_uid
+    with served_on_lo(OPERATOR_DENIED):
+        assert apply_egress_firewall(uid, EgressPolicy.parse(deny=[f"{OPERATOR_DENIED}/32"])) is None
+        server = subprocess.Popen(desktop_argv(SERVE, OPERATOR_DENIED), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, cwd="/")
+        try:
+            port = int(server.stdout.readline())
+            assert as_root(OPERATOR_DENIED, port) == "reached"
+            server.wait(timeout=30)
+        finally:
+            if server.poll() is None:
+                server.kill()
+            server.communicate()
