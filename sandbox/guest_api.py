@@ -1,21 +1,32 @@
 """The guest-side API of run_py. This file runs INSIDE the wasm CPython, never on the host.
 
-It is sent as the source of the session's first turn and installs `__codedesk__` in
-`sys.modules`; each run is then the one-line turn `__codedesk__.run(<code>, ...)`. During a
-run the guest talks to the host through the single host tool `codedesk`, one JSON frame each
-way: console lines ride along with every frame (and are flushed every few KB), so the host sees
-output in order, with its level, as it is produced. The run's outcome is written to the real
-stdout after a marker the host chose.
+`py.py` executes it once per interpreter, as the body of a module `__codedesk__` with a
+private copy of the builtins (so a script that replaces `builtins.len` or `print` does not
+break it), and registers that module in `sys.modules`; each run is then the one-line turn
+`__codedesk__.run(<code>, ...)`. Everything the API needs from other modules is bound here, at
+install time, for the same reason.
+
+During a run the guest talks to the host through the single host tool `codedesk`, one JSON
+frame each way: console lines ride along with every frame (and are flushed every few KB), so
+the host sees output in order, with its level, as it is produced. The host tool takes frames
+of at most 1 MiB, so a larger frame (a long printed line, large tool arguments) is sent as
+base64 parts the host joins. The run's outcome is written to the real stdout (file descriptor
+1) after a marker the host chose.
+
+The guest is not trusted: the host enforces every limit again. What this file does is make a
+well-behaved outcome out of whatever the script did, inside the run's deadline: the final
+value's conversion, error texts and console are cut to size here.
 """
 
 import ast
-import builtins
+import base64
 import json
 import linecache
+import os
+import re
 import sys
 import time
 import traceback
-import types
 
 import host as _host
 from host import tools as _tools
@@ -23,6 +34,35 @@ from host import tools as _tools
 FILENAME = "<code>"
 _FLUSH_BYTES = 8192  # console lines go to the host at least this often,
 _FLUSH_SECONDS = 0.25  # or this often, when there is no tool call to ride along
+_DIRECT_CHARS = 150_000  # a frame this long or shorter always fits the host tool's 1 MiB
+_PART_BYTES = 600_000  # raw bytes per part; as base64, 800 KB
+_MAX_FRAME_BYTES = 64 << 20  # the largest frame the host joins from parts (py.py says so too)
+_OUTCOME_CONSOLE_BYTES = 64 << 10  # console lines left at the end ride in the outcome up to this
+_TEXT_CHARS = 8000  # an error message or traceback is cut to this many characters
+
+# Bound now: the script may replace any of these in its own modules.
+_encode_compact = json.JSONEncoder(ensure_ascii=False, allow_nan=False,
+                                   separators=(",", ":")).encode
+_encode_value = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+_decode = json.JSONDecoder().decode
+_b64encode = base64.b64encode
+_write_fd = os.write
+_monotonic = time.monotonic
+_parse = ast.parse
+_extract_tb = traceback.extract_tb
+_format_list = traceback.format_list
+_format_exception_only = traceback.format_exception_only
+_linecache = linecache.cache
+_door = _tools.codedesk
+_ToolTooLarge = _host.ToolTooLarge
+_ToolError = _host.ToolError
+_real_stdout = sys.__stdout__
+_real_stderr = sys.__stderr__
+_sys = sys
+_surrogates = re.compile("[\ud800-\udfff]")
+
+# Freed when the run ran out of memory, so its outcome can still be made and sent.
+_reserve = bytearray(1 << 20)
 
 
 class BridgeError(Exception):
@@ -41,6 +81,30 @@ _ERRORS = {"BridgeError": BridgeError, "CallBudgetError": CallBudgetError,
            "TypeError": TypeError, "ArtifactLimitError": ArtifactLimitError}
 
 
+def _utf8(text):
+    """`text` as UTF-8 bytes; a lone surrogate (which UTF-8 cannot carry) becomes '?'."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace")
+
+
+def _clean(text):
+    """`text` without lone surrogates, so it can cross to the host as UTF-8."""
+    if _surrogates.search(text) is None:
+        return text
+    return _surrogates.sub("?", text)
+
+
+def _cut(text, limit=_TEXT_CHARS):
+    """`text` at most `limit` characters: its head and tail, and how much was left out."""
+    if len(text) <= limit:
+        return _clean(text)
+    half = limit // 2
+    return _clean(f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n"
+                  f"{text[-half:]}")
+
+
 class _Console:
     """Collects whole lines per level, capped at the run's output limit."""
 
@@ -55,32 +119,43 @@ class _Console:
         self.cut_bytes = 0
         self.cut_lines = 0
         self.partial = {}
-        self.flushed = time.monotonic()
+        self.flushed = _monotonic()
 
     def write(self, level, text):
         buf = self.partial.get(level, "") + text
         *whole, rest = buf.split("\n")
+        if len(rest) > self.max:
+            # an endless line without a newline: past the limit it is cut anyway
+            whole.append(rest)
+            rest = ""
         self.partial[level] = rest
         for line in whole:
             self.add(level, line)
         if self.lines and (self.size >= _FLUSH_BYTES
-                           or time.monotonic() - self.flushed >= _FLUSH_SECONDS):
+                           or _monotonic() - self.flushed >= _FLUSH_SECONDS):
             _frame({"op": "console"})
 
     def add(self, level, line):
-        n = len(line.encode("utf-8", "replace")) + 1
-        if self.sent + n > self.max or self.cut_bytes:
+        if self.cut_bytes:
+            self.cut_lines += 1
+            self.cut_bytes += len(_utf8(line)) + 1
+            return
+        data = _utf8(line)
+        n = len(data) + 1
+        if self.sent + n > self.max:
             room = self.max - self.sent
-            if not self.cut_bytes and room > 1:
-                head = line.encode("utf-8", "replace")[: room - 1].decode("utf-8", "ignore")
+            if room > 1:
+                head = data[: room - 1].decode("utf-8", "ignore")
                 self.lines.append([level, head])
-                self.sent += len(head.encode("utf-8")) + 1
-                n -= len(head.encode("utf-8")) + 1
+                kept = len(head.encode("utf-8")) + 1
+                self.sent += kept
+                self.size += kept
+                n -= kept
             else:
                 self.cut_lines += 1
             self.cut_bytes += n
             return
-        self.lines.append([level, line])
+        self.lines.append([level, _clean(line)])
         self.sent += n
         self.size += n
 
@@ -92,7 +167,7 @@ class _Console:
 
     def take(self):
         lines, self.lines, self.size = self.lines, [], 0
-        self.flushed = time.monotonic()
+        self.flushed = _monotonic()
         return lines
 
 
@@ -108,7 +183,7 @@ class _Stream:
     def write(self, text):
         if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
-        _console.write(self.level, text)
+        _console.write(self.level, str.__str__(text))
         return len(text)
 
     def writelines(self, lines):
@@ -126,17 +201,33 @@ class _Stream:
         return "utf-8"
 
 
+def _send(text):
+    """One frame to the host tool and its answer; a frame over what the tool takes goes as
+    parts, each base64, that the host joins and then answers as one frame."""
+    if len(text) <= _DIRECT_CHARS:
+        return _door(_clean(text))
+    data = _utf8(text)
+    if len(data) > _MAX_FRAME_BYTES:
+        raise BridgeError(f"the request is {len(data)} bytes as JSON; a Python run sends at "
+                          f"most {_MAX_FRAME_BYTES >> 20} MiB per call: send less per call "
+                          "(split the work, or pass a path instead of the content)")
+    for start in range(0, len(data), _PART_BYTES):
+        piece = _b64encode(data[start:start + _PART_BYTES]).decode("ascii")
+        _door('{"op":"part","data":"' + piece + '"}')
+    return _door('{"op":"parts"}')
+
+
 def _frame(message):
     """Send one frame to the host (with the console lines waiting) and return its answer."""
     message["console"] = _console.take()
     try:
-        reply = _tools.codedesk(json.dumps(message))
-    except _host.ToolTooLarge as exc:
+        reply = _send(_encode_compact(message))
+    except _ToolTooLarge as exc:
         raise BridgeError(f"{exc}: a Python run receives at most 16 MiB per call; ask for "
                           "less (a smaller screenshot, a page range), or use run_js") from None
-    except _host.ToolError as exc:
+    except _ToolError as exc:
         raise BridgeError(str(exc)) from None
-    answer = json.loads(reply)
+    answer = _decode(reply)
     if "error" in answer:
         raise _ERRORS.get(answer.get("name"), BridgeError)(answer["error"])
     return answer.get("ok")
@@ -144,9 +235,11 @@ def _frame(message):
 
 def _plain(value, what):
     try:
-        return json.loads(json.dumps(value))
+        return _decode(_encode_compact(value))
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{what} must be JSON-serialisable ({exc})") from None
+    except RecursionError:
+        raise TypeError(f"{what} must be JSON-serialisable (it nests too deeply)") from None
 
 
 class _Mcp:
@@ -200,23 +293,44 @@ def artifact(x):
 mcp = _Mcp()
 
 
-def _describe(value):
+def _value_text(value, max_bytes):
+    """The final value as JSON text, or (None, error) when it cannot be sent. A value JSON
+    cannot hold (a cycle, an object) comes back as its repr."""
     if value is None:
-        return None
+        return "null", None
     try:
-        return json.loads(json.dumps(value, allow_nan=False))
-    except (TypeError, ValueError):
-        return repr(value)
+        text = _encode_value(value)
+    except (TypeError, ValueError, RecursionError):
+        try:
+            described = repr(value)
+            if not isinstance(described, str):
+                raise TypeError("__repr__ returned a non-string")
+            text = _encode_value(_clean(str.__str__(described)))
+        except RecursionError:
+            return None, {"kind": "output",
+                          "message": "the returned value nests too deeply to be sent or "
+                                     "described; return a flatter value"}
+    size = len(_utf8(text))
+    if size > max_bytes:
+        return None, {"kind": "output",
+                      "message": f"the returned value is {size} bytes, over max_output_bytes="
+                                 f"{max_bytes}; return a smaller value"}
+    if _surrogates.search(text) is not None:
+        text = _clean(text)
+    return text, None
 
 
 def _place(exc):
     """(line, column, traceback text) of an exception, in the user's code only."""
     if isinstance(exc, SyntaxError) and exc.filename == FILENAME:
-        text = "".join(traceback.format_exception_only(type(exc), exc))
+        text = "".join(_format_exception_only(type(exc), exc))
         return exc.lineno, exc.offset, text
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == FILENAME]
-    text = "Traceback (most recent call last):\n" + "".join(traceback.format_list(frames))
-    text += "".join(traceback.format_exception_only(type(exc), exc))
+    frames = [f for f in _extract_tb(exc.__traceback__) if f.filename == FILENAME]
+    shown = frames if len(frames) <= 40 else frames[:20] + frames[-20:]
+    text = "Traceback (most recent call last):\n" + "".join(_format_list(shown))
+    if len(shown) < len(frames):
+        text += f"  [... {len(frames) - len(shown)} more frames of the same code ...]\n"
+    text += "".join(_format_exception_only(type(exc), exc))
     if not frames:
         return None, None, text
     last = frames[-1]
@@ -238,9 +352,32 @@ def _kind(exc):
     return "thrown"
 
 
+def _error_of(exc):
+    """The outcome's error for an exception the script let out."""
+    line, column, text = _place(exc)
+    if isinstance(exc, SyntaxError):
+        message = f"{type(exc).__name__}: {exc.msg}"
+    else:
+        message = "".join(_format_exception_only(type(exc), exc)).strip()
+    return {"kind": _kind(exc), "message": _cut(message), "line": line, "column": column,
+            "traceback": _cut(text)}
+
+
+def _exit_error(exc):
+    """SystemExit: None or 0 is a normal end; anything else an error naming the code."""
+    code = exc.code
+    if code is None or (type(code) is int and code == 0):
+        return None
+    if type(code) in (int, str):
+        shown = str(code)
+    else:
+        shown = f"<{type(code).__name__} object>"
+    return {"kind": "thrown", "message": _cut(f"SystemExit: {shown}")}
+
+
 def _execute(code, namespace):
-    linecache.cache[FILENAME] = (len(code), None, code.splitlines(True), FILENAME)
-    tree = ast.parse(code, FILENAME, "exec")
+    _linecache[FILENAME] = (len(code), None, code.splitlines(True), FILENAME)
+    tree = _parse(code, FILENAME, "exec")
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = ast.Expression(tree.body.pop().value)
@@ -253,40 +390,86 @@ def _execute(code, namespace):
 _namespace = None
 
 
+def _run(code, max_output_bytes):
+    """The script, then its value as JSON text; (value text, error)."""
+    global _namespace
+    if _namespace is None:
+        _namespace = {"__name__": "__main__", "__builtins__": _sys.modules["builtins"],
+                      "mcp": mcp, "artifact": artifact}
+    try:
+        value = _execute(code, _namespace)
+        return _value_text(value, max_output_bytes)
+    except SystemExit as exc:
+        return "null", _exit_error(exc)
+    except MemoryError as exc:
+        _release_reserve()
+        return None, _error_of(exc)
+    except BaseException as exc:  # KeyboardInterrupt and its kind are the script's too
+        return None, _error_of(exc)
+
+
+def _release_reserve():
+    global _reserve
+    _reserve = None
+
+
+def _emit(marker, value, error):
+    """The outcome, on file descriptor 1 after the marker (the host reads it from there)."""
+    _console.finish()
+    lines = _console.take()
+    if sum(len(text) for _, text in lines) > _OUTCOME_CONSOLE_BYTES:
+        _console.lines = lines
+        try:
+            _frame({"op": "console"})
+            lines = []
+        except BaseException:
+            lines = _console.take()
+    parts = []
+    if value is not None:
+        parts.append('"value":' + value)
+    if error is not None:
+        parts.append('"error":' + _encode_compact(error))
+    parts.append('"cut":' + _encode_compact([_console.cut_bytes, _console.cut_lines]))
+    parts.append('"console":' + _encode_compact(lines))
+    data = _utf8("\n" + marker + "{" + ",".join(parts) + "}\n")
+    view = memoryview(data)
+    while view:
+        written = _write_fd(1, view)
+        view = view[written:]
+
+
 def run(code, max_output_bytes, marker):
     """Run one script in the session's namespace (made on first use). Its value or error,
     with the console lines not yet sent, goes to the host after `marker` on the real
     stdout: no tool round trip for a run that makes no call."""
-    global _namespace
-    if _namespace is None:
-        _namespace = {"__name__": "__main__", "__builtins__": builtins, "mcp": mcp,
-                      "artifact": artifact}
-    namespace = _namespace
+    global _reserve
     _console.reset(max_output_bytes)
-    sys.stdout, sys.stderr = _Stream("log"), _Stream("error")
-    result = {}
+    _sys.stdout, _sys.stderr = _Stream("log"), _Stream("error")
+    value = error = None
     try:
-        result["value"] = _describe(_execute(code, namespace))
-    except SystemExit as exc:
-        if exc.code not in (None, 0):
-            result["error"] = {"kind": "thrown", "message": f"SystemExit: {exc.code}"}
+        try:
+            value, error = _run(code, max_output_bytes)
+        finally:
+            _sys.stdout, _sys.stderr = _real_stdout, _real_stderr
+        try:
+            _real_stdout.flush()  # what the script wrote there goes before the outcome
+        except BaseException:
+            pass
+        _emit(marker, value, error)
     except BaseException as exc:
-        line, column, text = _place(exc)
-        if isinstance(exc, SyntaxError):
-            message = f"{type(exc).__name__}: {exc.msg}"
-        else:
-            message = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        result["error"] = {"kind": _kind(exc), "message": message, "line": line,
-                           "column": column, "traceback": text}
-    finally:
-        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
-    _console.finish()
-    result["cut"] = [_console.cut_bytes, _console.cut_lines]
-    result["console"] = _console.take()
-    sys.__stdout__.write("\n" + marker + json.dumps(result) + "\n")
-    sys.__stdout__.flush()
-
-
-_module = types.ModuleType("__codedesk__")
-_module.run = run
-sys.modules["__codedesk__"] = _module
+        # Making or sending the outcome failed (memory, a script that broke what it needs):
+        # a short outcome says so.
+        _release_reserve()
+        name = type(exc).__name__
+        kind = "memory" if isinstance(exc, MemoryError) else "thrown"
+        message = ("the run's outcome could not be made or sent "
+                   f"({name}); the script may have broken the interpreter's output or "
+                   "used up its memory")
+        _write_fd(1, _utf8("\n" + marker + _encode_compact(
+            {"error": {"kind": kind, "message": message}, "cut": [0, 0], "console": []})
+            + "\n"))
+    if _reserve is None:
+        try:
+            _reserve = bytearray(1 << 20)
+        except MemoryError:
+            pass

