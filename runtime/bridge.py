@@ -13,7 +13,6 @@ stays as `__cause__`.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
@@ -27,6 +26,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
 from .config import HttpServer, ServerConfig, StdioServer
+from .launch import server_account, server_command, server_environment
 
 logger = logging.getLogger(__name__)
 
@@ -106,12 +106,12 @@ class _Link:
 
     def _transport(self) -> Any:
         if isinstance(self.config, StdioServer):
+            # As the desktop user when we are root, with an environment of its own (launch.py).
+            account = server_account()
+            command, args, cwd = server_command(self.config, account)
             params = StdioServerParameters(
-                command=self.config.command,
-                args=list(self.config.args),
-                # The built-in servers find the desktop through CODEDESK_DATA and DISPLAY: inherit it all.
-                env={**os.environ, **self.config.env},
-                cwd=self.config.cwd,
+                command=command, args=args, cwd=cwd,
+                env=server_environment(account, self.config.env),
             )
             return stdio_client(params, errlog=sys.stderr)
         import httpx2

@@ -9,8 +9,9 @@ The configuration uses the common `mcpServers` format:
 
 The built-in capability servers (`browser`, `exec`, `documents`) are the default; a user
 config file (`--config FILE` or `$CODEDESK_CONFIG`) adds servers or overrides them by name.
-Stdio servers inherit the runtime's environment (so `CODEDESK_DATA` reaches them); `env`
-entries are laid over it.
+Stdio servers get an environment built for them (`runtime/launch.py`: the locale, PATH, the
+display, `CODEDESK_*` settings but never the runtime's secrets); `env` entries are laid over it.
+A runtime running as root starts them as the desktop user.
 """
 
 from __future__ import annotations
