@@ -17,6 +17,7 @@ from Xlib import X, Xatom, display as xdisplay, error as xerror
 from Xlib.ext import xtest
 
 from ..session import SessionInfo
+from .desktop_env import desktop_env
 from .desktop_keys import KEYS
 from ..png import png_from_bgrx
 
@@ -267,13 +268,14 @@ class DisplayConnection:
 
     def _xclip(self, args: list[str], **kwargs) -> subprocess.CompletedProcess:
         """Run xclip on the session's display, as the desktop user when we are root: the owner
-        xclip leaves behind is a desktop process, and no desktop process runs as root."""
+        xclip leaves behind is a desktop process, and no desktop process runs as root. Its
+        environment is the session's, not this server's (which may hold the runtime's token)."""
         as_desktop_user = {}
         if os.geteuid() == 0 and self.session.uid != 0:
             as_desktop_user = {"user": self.session.uid, "group": self.session.gid,
                                "extra_groups": [], "cwd": self.session.home}
         return subprocess.run(["xclip", "-selection", "clipboard", *args],
-                              env={**os.environ, **self.session.env, "DISPLAY": self.name},
+                              env={**desktop_env(self.session), "DISPLAY": self.name},
                               timeout=CLIPBOARD_TIMEOUT_S, **as_desktop_user, **kwargs)
 
     def set_clipboard(self, text: str) -> None:

@@ -15,6 +15,7 @@ from mcp.types import CallToolResult
 from playwright.async_api import Error as PlaywrightError
 from pydantic import WithJsonSchema
 
+from .page_egress import refuse_egress
 from .page_files import refuse_uploads
 from .page_ops import DEFAULT_TAB, BrowserRequest, RequestRefused, field_schemas, parse_request
 from .page_result import BatchReport, StepReport, build_result
@@ -25,7 +26,8 @@ DESCRIPTION = """\
 Runs a list of operations in one tab of the desktop's Chromium (a real window people watch).
 
 operations: steps, each {type, params}, run in order; the whole list is checked before anything runs.
-  navigate {url, waitUntil?}      waits for domcontentloaded by default; 45 s timeout
+  navigate {url, waitUntil?}      waits for domcontentloaded by default; 45 s timeout; link-local and cloud
+                                  metadata addresses (169.254.0.0/16, fe80::/10, fd00:ec2::254) are refused
   wait {ms} | {selector, ms?}     a fixed time, or until the element is visible (10 s unless ms); at most 30000 ms
   click {selector}                waits up to 10 s for the element
   type {selector, text, delay?}   clicks the element, then types (delay ms between keys)
@@ -104,7 +106,8 @@ async def execute(registry: TabRegistry, request: BrowserRequest) -> BatchReport
     url: str | None = None
     closed = False
     try:
-        refusal = refuse_uploads(request.operations, registry.session)
+        refusal = refuse_uploads(request.operations, registry.session) or await refuse_egress(
+            request.operations, registry.session)
         if refusal is not None:
             return BatchReport(tab=request.tab, total=len(request.operations), refused=refusal)
         async with registry.use(request.tab) as tab:

@@ -30,8 +30,11 @@ import anyio
 from playwright.async_api import Browser, BrowserContext, Page, Playwright, async_playwright
 from playwright.async_api import Error as PlaywrightError
 
+from capabilities.egress import EgressConfigError, EgressPolicy, EgressRefused
 from capabilities.session import SessionInfo, SessionNotFound, read_session
 
+from .desktop_env import desktop_env
+from .page_egress import check_url
 from .page_events import TabEvents, watch
 from .page_files import Downloads
 
@@ -251,7 +254,7 @@ class TabRegistry:
             await anyio.to_thread.run_sync(partial(
                 subprocess.run,
                 ["setsid", "-f", *info.chromium_command],
-                env=info.env or None,
+                env=desktop_env(info),  # never this server's own (it may hold the runtime's token)
                 cwd=str(info.home) if Path(info.home).is_dir() else None,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -295,11 +298,21 @@ class TabRegistry:
         if first_window:
             await self._maximise(page)
         self._save_state()
-        if tab.url and tab.url != "about:blank":
+        if tab.url and tab.url != "about:blank" and await self._may_open(tab.url):
             try:
                 await page.goto(tab.url, wait_until="domcontentloaded", timeout=RESTORE_TIMEOUT_MS)
             except PlaywrightError:
                 pass  # the page may be gone; the call's own steps say what they find
+
+    async def _may_open(self, url: str) -> bool:
+        """Whether the session's egress policy lets a tab be reopened at `url` (a page may have
+        navigated itself somewhere `navigate` would refuse)."""
+        assert self._session is not None
+        try:
+            await check_url(EgressPolicy.from_session(self._session), url)
+        except (EgressRefused, EgressConfigError, TimeoutError):
+            return False
+        return True
 
     async def _maximise(self, page: Page) -> None:
         assert self._browser is not None

@@ -1,0 +1,62 @@
+"""The session's egress policy for the pages `browser_execute` opens.
+
+`refuse_egress` checks every `navigate` of a request before anything runs: a URL whose host is,
+or resolves to, a refused address (link-local and cloud metadata ranges by default; see
+`capabilities.egress`) refuses the whole request, naming the step, the address and the range.
+
+This covers the URLs the model asks for. What a page does by itself (redirects, sub-resources,
+`location = ...`, a name that resolves differently a moment later) is not seen here: the
+session's firewall rejects the desktop user's packets to the same ranges (see
+runtime/desktop/firewall.py), and Chromium runs as that user.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from capabilities.egress import EgressConfigError, EgressPolicy, EgressRefused, canonical_host, literal_address, url_host
+from capabilities.session import SessionInfo
+
+from . import page_ops as ops
+
+RESOLVE_TIMEOUT_S = 10.0
+
+
+async def refuse_egress(operations: list[Any], info: SessionInfo) -> str | None:
+    """Why the request's navigations cannot run (a refused host), or None."""
+    navigations = [(n, op.params.url) for n, op in enumerate(operations, start=1) if isinstance(op, ops.Navigate)]
+    if not navigations:
+        return None
+    try:
+        policy = EgressPolicy.from_session(info)
+    except EgressConfigError as exc:
+        return (f"the session's egress settings are invalid ({exc}), so no page is opened; the operator fixes "
+                f"the egress entry of {info.data_dir}/session.json or starts the session again")
+    problems = []
+    for number, url in navigations:
+        try:
+            await check_url(policy, url)
+        except EgressRefused as exc:
+            problems.append(f"step {number} (navigate): {url} is not opened: {exc}")
+        except TimeoutError:
+            problems.append(
+                f"step {number} (navigate): the host of {url} did not resolve within {RESOLVE_TIMEOUT_S:g} s, "
+                "so it could not be checked against the session's egress policy; check the name and try again")
+    return "; ".join(problems) or None
+
+
+async def check_url(policy: EgressPolicy, url: str) -> None:
+    """Raise `EgressRefused` if loading `url` connects to a refused address; names are resolved
+    on a worker thread (TimeoutError after RESOLVE_TIMEOUT_S)."""
+    host = url_host(url)
+    name = canonical_host(host) if host is not None else None
+    if name is None:
+        return
+    literal = literal_address(name)
+    if literal is not None:
+        policy.check_address(literal, host)
+        return
+    with anyio.fail_after(RESOLVE_TIMEOUT_S):
+        await anyio.to_thread.run_sync(policy.check_host, host, abandon_on_cancel=True)
