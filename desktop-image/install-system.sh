@@ -18,7 +18,9 @@ PACKAGES=(
   tesseract-ocr tesseract-ocr-eng libreoffice-core libreoffice-writer libreoffice-calc
   libreoffice-impress poppler-utils
   # process tools used by tests and the session
-  procps psmisc iproute2 sudo
+  procps psmisc iproute2
+  # the egress firewall (runtime/desktop/firewall.py)
+  nftables
 )
 
 SUDO=""

@@ -20,6 +20,7 @@ import threading
 import time
 from pathlib import Path
 
+from capabilities.egress import EgressConfigError, EgressPolicy
 from capabilities.session import SESSION_FILE, SessionNotFound, data_dir, read_session, remove_session
 
 from . import procs
@@ -47,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--view-only", action="store_true",
                     help="viewers watch but cannot use the mouse and keyboard")
     up.add_argument("--json", action="store_true", help="print the session's facts as JSON")
+    egress_args(up)
 
     down = sub.add_parser("down", help="stop the session")
     data_arg(down)
@@ -59,7 +61,24 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument("--viewer-port", type=int, default=0)
     sv.add_argument("--view-only", action="store_true")
     sv.add_argument("--ready-fd", type=int, default=None)
+    egress_args(sv)
     return p
+
+
+def egress_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--egress-deny", action="append", default=[], metavar="CIDR",
+                        help="refuse pages and programs this range too (repeatable); link-local and "
+                             "cloud metadata ranges are always refused unless allowed")
+    parser.add_argument("--egress-allow", action="append", default=[], metavar="CIDR",
+                        help="lift the default refusal for this range (repeatable), e.g. a metadata "
+                             "service the session must reach")
+
+
+def _egress(args) -> EgressPolicy:
+    try:
+        return EgressPolicy.parse(deny=args.egress_deny, allow=args.egress_allow)
+    except EgressConfigError as exc:
+        raise DesktopError(f"{exc}; give ranges like 10.0.0.0/8 or fd00::/8") from exc
 
 
 def _data(args) -> Path:
@@ -103,6 +122,10 @@ def _print_up(data: Path, as_json: bool, already: bool) -> None:
           f"(data {data})")
     print(f"viewer:   {info.viewer_url}")
     print(f"devtools: {info.devtools_url}")
+    firewall = info.extra.get("egress_firewall")
+    if firewall and firewall != "on":
+        print(f"warning: programs' egress is not filtered ({firewall}); pages are still checked "
+              f"by the browser server", file=sys.stderr)
 
 
 def _wait_for_session(data: Path, deadline: float) -> None:
@@ -115,7 +138,7 @@ def _wait_for_session(data: Path, deadline: float) -> None:
 
 
 def up(data: Path, viewer_host: str = "127.0.0.1", viewer_port: int = 0, view_only: bool = False,
-       as_json: bool = False) -> int:
+       as_json: bool = False, egress: EgressPolicy = EgressPolicy()) -> int:
     """Start the session at `data` (or report the running one); returns the exit code."""
     missing = missing_packages()
     if missing:
@@ -134,7 +157,7 @@ def up(data: Path, viewer_host: str = "127.0.0.1", viewer_port: int = 0, view_on
         _cleanup_after(layout, _read_state(layout))
     make_private_dir(layout.logs)
     r, w = os.pipe()
-    _start_supervisor(layout, w, viewer_host, viewer_port, view_only)
+    _start_supervisor(layout, w, viewer_host, viewer_port, view_only, egress)
     os.close(w)
     try:
         buf = b""
@@ -163,7 +186,7 @@ def up(data: Path, viewer_host: str = "127.0.0.1", viewer_port: int = 0, view_on
 
 
 def _start_supervisor(layout: SessionLayout, ready_fd: int, viewer_host: str, viewer_port: int,
-                      view_only: bool) -> None:
+                      view_only: bool, egress: EgressPolicy) -> None:
     """Run the supervisor detached (own session, stdio to its log), reporting on `ready_fd`.
 
     It is forked from this process when that is safe (no other threads), which spares a
@@ -176,6 +199,8 @@ def _start_supervisor(layout: SessionLayout, ready_fd: int, viewer_host: str, vi
         argv = [sys.executable, "-m", "runtime.desktop", "_supervise", "--data", str(layout.data),
                 "--viewer-host", viewer_host, "--viewer-port", str(viewer_port),
                 "--ready-fd", str(ready_fd)] + (["--view-only"] if view_only else [])
+        for key, ranges in egress.to_config().items():
+            argv += [arg for cidr in ranges for arg in (f"--egress-{key}", cidr)]
         with procs.open_log(log_path) as logf:
             subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
                              pass_fds=(ready_fd,), start_new_session=True, close_fds=True)
@@ -204,7 +229,7 @@ def _start_supervisor(layout: SessionLayout, ready_fd: int, viewer_host: str, vi
         # it gave us must not wait for the whole session).
         os.closerange(3, ready_fd)
         os.closerange(ready_fd + 1, 65536)
-        code = run(Options(layout.data, viewer_host, viewer_port, view_only), ready_fd)
+        code = run(Options(layout.data, viewer_host, viewer_port, view_only, egress), ready_fd)
     except BaseException:
         import traceback
         traceback.print_exc()
@@ -303,7 +328,7 @@ def cli_main(argv: list[str]) -> int:
     data = _data(args)
     try:
         if args.command == "up":
-            return up(data, args.viewer_host, args.viewer_port, args.view_only, args.json)
+            return up(data, args.viewer_host, args.viewer_port, args.view_only, args.json, _egress(args))
         if args.command == "down":
             return down(data)
         if args.command == "status":
@@ -312,7 +337,8 @@ def cli_main(argv: list[str]) -> int:
             return 0 if st["running"] else 3
         if args.command == "_supervise":
             from .supervisor import Options, run
-            return run(Options(data, args.viewer_host, args.viewer_port, args.view_only), args.ready_fd)
+            return run(Options(data, args.viewer_host, args.viewer_port, args.view_only, _egress(args)),
+                       args.ready_fd)
     except DesktopError as exc:
         print(f"codedesk desktop {args.command}: {exc}", file=sys.stderr)
         return 1

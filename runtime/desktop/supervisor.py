@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from capabilities.egress import EgressPolicy
 from capabilities.session import SessionInfo, remove_session, write_session
 
 from .layout import (NOVNC_DIR, DesktopError, DesktopUser, SessionLayout, free_port, image_dir,
@@ -33,6 +34,7 @@ from .layout import (NOVNC_DIR, DesktopError, DesktopUser, SessionLayout, free_p
 from .screen import MAX_SIZE, START_SIZE, ScreenSizer
 from .userfiles import prepare_chrome_profile, prepare_home, write_xauthority
 from . import procs
+from .firewall import apply_egress_firewall
 
 log = logging.getLogger("codedesk.desktop")
 
@@ -133,6 +135,7 @@ class Options:
     viewer_host: str = "127.0.0.1"
     viewer_port: int = 0
     view_only: bool = False
+    egress: EgressPolicy = field(default_factory=EgressPolicy)
 
 
 class Supervisor:
@@ -158,6 +161,7 @@ class Supervisor:
         self.ports: dict[str, int] = {}
         self.env: dict[str, str] = {}
         self.stopping = False
+        self.firewall = "not applied yet"
         self._lock_fd: int | None = None
         self._resize_server: asyncio.AbstractServer | None = None
         self._logs: list = []
@@ -180,6 +184,11 @@ class Supervisor:
         lay = self.layout
         self._own_data_dir()
         self._check_reachable()
+        # The kernel's backstop for the egress policy: the desktop user's packets to denied
+        # ranges are rejected, whatever a page or a program does (firewall.py).
+        self.firewall = apply_egress_firewall(self.user.uid, self.opts.egress) or "on"
+        if self.firewall != "on":
+            log.warning("egress firewall not applied: %s", self.firewall)
         x11_dir = Path("/tmp/.X11-unix")
         if os.geteuid() == 0 and not x11_dir.exists():
             # Xvfb runs unprivileged and cannot make this root-owned sticky directory itself.
@@ -468,7 +477,10 @@ class Supervisor:
             # resize_port: the screen-size service on loopback (what the viewer uses); send
             # "WIDTHxHEIGHT\n" lines, each answered with the size set (clamped).
             extra={"session_id": self.session_id, "browser_wrapper": str(self.layout.browser_wrapper),
-                   "view_only": self.opts.view_only, "resize_port": self.ports["resize"]},
+                   "view_only": self.opts.view_only, "resize_port": self.ports["resize"],
+                   # egress: the operator's ranges (the browser server applies them with the
+                   # defaults); egress_firewall: "on", or why the kernel rules are missing.
+                   "egress": self.opts.egress.to_config(), "egress_firewall": self.firewall},
         )
 
     def write_state(self) -> None:
