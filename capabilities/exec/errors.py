@@ -3,7 +3,8 @@
     ExecError
     ├── RequestRefused   the call is well-formed but cannot run as asked (e.g. cwd missing)
     ├── UnknownCommand   no command with this id (never returned by exec, or pruned after 7 days)
-    └── OffsetPastEnd    stream_logs asked for an offset beyond the end of the log
+    ├── OffsetPastEnd    stream_logs asked for an offset beyond the end of the log
+    └── PatternTooSlow   search_logs gave up on a pattern that took too long to match
 
 Arguments that do not fit a tool's model never get this far: they are refused from the
 pydantic validation error (see `requests.refusal`).
@@ -23,4 +24,8 @@ class UnknownCommand(ExecError):
 
 
 class OffsetPastEnd(ExecError):
+    pass
+
+
+class PatternTooSlow(ExecError):
     pass

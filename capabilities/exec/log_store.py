@@ -16,7 +16,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import re
 import secrets
 import time
 from contextlib import contextmanager
@@ -24,7 +23,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator
 
-from .errors import OffsetPastEnd, UnknownCommand
+import regex
+
+from .errors import OffsetPastEnd, PatternTooSlow, UnknownCommand
 from .requests import ID_HELP, ID_RE
 
 RETENTION_SECONDS = 7 * 24 * 3600
@@ -38,7 +39,9 @@ MAX_LINE_BYTES = 1 << 16
 SEARCH_BLOCK_BYTES = 1 << 20
 # Patterns whose match in a line might not be a match in the block around it (anchors at the
 # string's ends, lookarounds that could see a neighbouring line): searched line by line only.
-_UNSAFE_FOR_BLOCKS = re.compile(r"\\[AZ]|\(\?<?[!=]")
+_UNSAFE_FOR_BLOCKS = regex.compile(r"\\[AZ]|\(\?<?[!=]")
+# One search_logs may spend this long matching, however its pattern backtracks.
+SEARCH_SECONDS = 5.0
 
 RUNNING = "running"
 
@@ -66,6 +69,7 @@ class CommandRecord:
     ended_at: float | None = None
     pid: int | None = None
     pid_started: float | None = None
+    log_cut_at: int | None = None  # the log reached the per-command cap and was cut at this many bytes
 
     @classmethod
     def from_json(cls, raw: dict) -> "CommandRecord":
@@ -177,8 +181,8 @@ class LogStore:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def read(self, command_id: str, offset: int, final: bool) -> LogChunk:
-        """Read up to CHUNK_BYTES of the log from `offset`.
+    def read(self, command_id: str, offset: int, final: bool, cap: int) -> LogChunk:
+        """Read up to CHUNK_BYTES of the log from `offset`, never past byte `cap` (the log cap).
 
         A chunk never ends inside a UTF-8 character (the rest comes with the next read), and a
         full chunk ends after its last line break when it has one. `final` says the command has
@@ -187,19 +191,19 @@ class LogStore:
         path = self.log_path(command_id)
         try:
             with open(path, "rb") as log:
-                size = os.fstat(log.fileno()).st_size
+                size = min(os.fstat(log.fileno()).st_size, cap)
                 if offset > size:
                     raise OffsetPastEnd(
                         f"stream_logs refused: field 'offset': {offset} is past the end of the log "
                         f"({size} bytes); read from 0 or from the next_offset of the previous stream_logs"
                     )
-                data = os.pread(log.fileno(), CHUNK_BYTES, offset)
+                data = os.pread(log.fileno(), min(CHUNK_BYTES, size - offset), offset)
         except FileNotFoundError:
             raise UnknownCommand(f"the log of {command_id} is gone (logs are kept for 7 days)") from None
         full = len(data) == CHUNK_BYTES
         if full:
             cut = data.rfind(b"\n") + 1 or _utf8_boundary(data)
-        elif final:
+        elif final or offset + len(data) == cap:
             cut = len(data)
         else:
             cut = _utf8_boundary(data)
@@ -207,24 +211,44 @@ class LogStore:
         more = full or next_offset < size
         return LogChunk(text=data[:cut].decode("utf-8", "replace"), next_offset=next_offset, more=more)
 
-    def search(self, command_id: str, pattern: str) -> tuple[list[LogMatch], bool]:
+    def search(self, command_id: str, pattern: str, cap: int) -> tuple[list[LogMatch], bool]:
         """Lines of the log matching `pattern`, with the byte offset each starts at.
 
-        Reads the log in blocks (never whole) up to its size when the search began; a line
-        longer than MAX_LINE_BYTES is searched in pieces. Returns the first MAX_MATCHES
-        matches and whether there were more.
+        Reads the log in blocks (never whole) up to its size when the search began (never past
+        byte `cap`, the log cap); a line longer than MAX_LINE_BYTES is searched in pieces.
+        Returns the first MAX_MATCHES matches and whether there were more.
+
+        Raises:
+            PatternTooSlow: matching took more than SEARCH_SECONDS (a pattern that backtracks
+                exponentially, such as `(a+)+$` on a long line).
         """
-        regex = re.compile(pattern)
+        # The `regex` engine takes Python's syntax and, unlike `re`, can be stopped by a timeout.
+        line_re = regex.compile(pattern)
         # Most blocks hold no match at all: one C-speed search over the block rules it out.
         # Only safe when a match in a line is also a match in the block around it.
-        prefilter = None if _UNSAFE_FOR_BLOCKS.search(pattern) else re.compile(pattern, re.MULTILINE)
+        prefilter = None if _UNSAFE_FOR_BLOCKS.search(pattern) else regex.compile(pattern, regex.MULTILINE)
+        deadline = time.monotonic() + SEARCH_SECONDS
+
+        def found(compiled: regex.Pattern, text: str) -> bool:
+            left = deadline - time.monotonic()
+            try:
+                if left <= 0:
+                    raise TimeoutError
+                return compiled.search(text, timeout=left, concurrent=True) is not None
+            except TimeoutError:
+                raise PatternTooSlow(
+                    f"search_logs stopped: field 'pattern': matching {pattern!r} took more than "
+                    f"{SEARCH_SECONDS:g} s (nested repetition such as (a+)+ can take exponential time "
+                    f"on a long line); use a simpler pattern, e.g. without a repeated group"
+                ) from None
+
         matches: list[LogMatch] = []
         try:
             log = open(self.log_path(command_id), "rb")
         except FileNotFoundError:
             raise UnknownCommand(f"the log of {command_id} is gone (logs are kept for 7 days)") from None
         with log:
-            remaining = os.fstat(log.fileno()).st_size
+            remaining = min(os.fstat(log.fileno()).st_size, cap)
             start, pending = 0, b""  # `pending` starts at log offset `start`
             while True:
                 data = log.read(min(SEARCH_BLOCK_BYTES, remaining)) if remaining else b""
@@ -237,14 +261,14 @@ class LogStore:
                         continue
                     cut = len(pending)
                 block, pending = pending[:cut], pending[cut:]
-                if block and (prefilter is None or prefilter.search(block.decode("utf-8", "replace"))):
+                if block and (prefilter is None or found(prefilter, block.decode("utf-8", "replace"))):
                     offset = start
                     lines = block.split(b"\n")
                     if block.endswith(b"\n"):
                         lines.pop()  # the empty "line" after the final line break is no line
                     for raw in lines:
                         text = raw.decode("utf-8", "replace")
-                        if regex.search(text):
+                        if found(line_re, text):
                             if len(matches) == MAX_MATCHES:
                                 return matches, True
                             matches.append(LogMatch(line=text[:MAX_LINE_CHARS], offset=offset))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import regex
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 # A timeout longer than the logs are kept would outlive its own record.
@@ -46,6 +47,9 @@ class ExecRequest(_Request):
     the program: {bin: "sh", args: ["-c", "ls *.csv | wc -l"], timeout: 10}.
     stdout and stderr share one log, kept 7 days. Programs get no keyboard input (stdin is
     empty). A program that cannot start reads failed:<reason> in stream_logs (e.g. failed:not found).
+    Programs run unprivileged (no_new_privs, no capabilities, no sudo), with the desktop's
+    environment plus `env`, and per-command limits: a log cap, about 2048 processes of the
+    desktop user, 8 GiB of data memory per process.
     """
 
     bin: str = Field(min_length=1, description="The program: a name found on PATH, or a path")
@@ -114,6 +118,9 @@ class StreamLogsRequest(_ById):
     is "running"; `more: true` means the chunk was cut at its size limit and more is already on
     disk, so call again from next_offset even if the status is final.
     status is running, completed:<exit code>, timeout, cancelled or failed:<reason>.
+    A command's log is capped (256 MiB unless the server was configured otherwise): past the cap
+    the program runs on but its output is dropped, and the answer carries log_cut_at (the size
+    the log was cut at) and a hint.
     """
 
     offset: int = Field(ge=0, description="Byte offset to read from: 0, then the previous next_offset")
@@ -125,7 +132,9 @@ class SearchLogsRequest(_ById):
     """Find the lines of the command's log that match a regular expression (Python syntax).
 
     Returns {matches: [{line, offset}], truncated}: each matching line's text and the byte
-    offset where it starts (give it to stream_logs to read on from there).
+    offset where it starts (give it to stream_logs to read on from there). A search stops with
+    an error after 5 seconds of matching (a pattern like (a+)+$ can take exponential time).
+    When the log was cut at its size cap, log_cut_at says at how many bytes.
     """
 
     pattern: str = Field(min_length=1, description="A regular expression, searched in each line")
@@ -134,8 +143,8 @@ class SearchLogsRequest(_ById):
     @classmethod
     def _pattern(cls, value: str) -> str:
         try:
-            re.compile(value)
-        except re.error as exc:
+            regex.compile(value)
+        except regex.error as exc:
             raise ValueError(f"not a valid regular expression: {exc}") from None
         return value
 

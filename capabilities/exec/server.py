@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 from capabilities.session import data_dir
 
 from .errors import ExecError
-from .log_store import LogStore
+from .log_store import CommandRecord, LogStore
 from .process_table import ProcessTable
 from .requests import (
     ExecRequest,
@@ -51,19 +51,38 @@ async def exec_tool(table: ProcessTable, request: ExecRequest) -> dict[str, Any]
     return {"id": record.id, "status": "started"}
 
 
+def _log_cap(table: ProcessTable, record: CommandRecord) -> int:
+    """The byte the log ends at for good: where it was cut, else this server's cap."""
+    return record.log_cut_at if record.log_cut_at is not None else table.limits.log_max_bytes
+
+
+def _cut_note(record: CommandRecord) -> dict[str, Any]:
+    if record.log_cut_at is None:
+        return {}
+    return {
+        "log_cut_at": record.log_cut_at,
+        "hint": f"the log was cut at {record.log_cut_at} bytes, the cap per command; the program's "
+        "later output was dropped (write big output to a file instead)",
+    }
+
+
 async def stream_logs_tool(table: ProcessTable, request: StreamLogsRequest) -> dict[str, Any]:
     # Status first: once it is final every byte is on disk, so this read sees the whole end.
     record, final = await table.status(request.id)
-    chunk = table.store.read(request.id, request.offset, final)
-    return {"logs": chunk.text, "next_offset": chunk.next_offset, "status": record.status, "more": chunk.more}
+    chunk = table.store.read(request.id, request.offset, final, _log_cap(table, record))
+    result = {"logs": chunk.text, "next_offset": chunk.next_offset, "status": record.status, "more": chunk.more}
+    return {**result, **_cut_note(record)}
 
 
 async def search_logs_tool(table: ProcessTable, request: SearchLogsRequest) -> dict[str, Any]:
-    await table.status(request.id)  # refuses unknown ids, settles orphans
-    matches, truncated = await anyio.to_thread.run_sync(table.store.search, request.id, request.pattern)
+    record, _ = await table.status(request.id)  # refuses unknown ids, settles orphans
+    matches, truncated = await anyio.to_thread.run_sync(
+        table.store.search, request.id, request.pattern, _log_cap(table, record)
+    )
     result: dict[str, Any] = {
         "matches": [{"line": m.line, "offset": m.offset} for m in matches],
         "truncated": truncated,
+        **_cut_note(record),
     }
     if truncated:
         result["hint"] = f"only the first {len(matches)} matches are listed; use a narrower pattern"

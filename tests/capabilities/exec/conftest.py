@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
+import shutil
 import sys
+import tempfile
 import time
 from contextlib import ExitStack, asynccontextmanager
 from pathlib import Path
@@ -147,6 +150,32 @@ def desktop_exec_server(desktop_session):
     """An exec server started with the desktop session's environment, as the runtime starts it."""
     with ExecServer(desktop_session.data_dir, env=desktop_session.env) as server:
         yield server
+
+
+def program_account() -> pwd.struct_passwd:
+    """Whom a server without a desktop session runs programs as: never root (a root server uses
+    the `desktop` user, else `nobody`), otherwise the server's own user."""
+    if os.getuid() != 0:
+        return pwd.getpwuid(os.getuid())
+    try:
+        return pwd.getpwnam("desktop")
+    except KeyError:
+        return pwd.getpwnam("nobody")
+
+
+@pytest.fixture(scope="session")
+def account() -> pwd.struct_passwd:
+    """The passwd entry of the user programs run as (see `program_account`)."""
+    return program_account()
+
+
+@pytest.fixture
+def workdir(account):
+    """A fresh directory the programs' user owns (pytest's tmp_path is private to the test's user)."""
+    path = Path(tempfile.mkdtemp(prefix="codedesk-exec-test-"))
+    os.chown(path, account.pw_uid, account.pw_gid)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

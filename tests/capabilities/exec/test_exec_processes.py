@@ -23,21 +23,21 @@ def _pids(logs: str) -> dict[str, int]:
     return {name: int(pid) for name, pid in re.findall(r"^(\w+) (\d+)$", logs, re.M)}
 
 
-def test_args_arrive_verbatim_without_a_shell(exec_server, tmp_path):
+def test_args_arrive_verbatim_without_a_shell(exec_server, workdir):
     """No shell: globs, variables, quotes and spaces reach the program exactly as written."""
-    (tmp_path / "a.csv").write_text("x")
+    (workdir / "a.csv").write_text("x")
     words = ["*.csv", "$HOME", "a b", "'q'", "; rm -rf /", "`id`", ""]
-    command_id = exec_server.run("printf", "[%s]\\n", *words, cwd=str(tmp_path))
+    command_id = exec_server.run("printf", "[%s]\\n", *words, cwd=str(workdir))
     status, logs = exec_server.follow(command_id)
     assert status == "completed:0"
     assert logs.splitlines() == [f"[{w}]" for w in words]
 
 
-def test_a_shell_is_run_as_the_program_when_asked(exec_server, tmp_path):
+def test_a_shell_is_run_as_the_program_when_asked(exec_server, workdir):
     """Pipes and globs work when the program is a shell, as the spec suggests."""
     for name in ("a.csv", "b.csv", "c.txt"):
-        (tmp_path / name).write_text("x")
-    command_id = exec_server.run("sh", "-c", "ls *.csv | wc -l", cwd=str(tmp_path))
+        (workdir / name).write_text("x")
+    command_id = exec_server.run("sh", "-c", "ls *.csv | wc -l", cwd=str(workdir))
     assert exec_server.follow(command_id) == ("completed:0", "2\n")
 
 
@@ -47,10 +47,10 @@ def test_stdin_is_empty(exec_server):
     assert exec_server.follow(command_id) == ("completed:0", "read=1\n")
 
 
-def test_env_is_added_and_cwd_defaults_to_home(exec_server):
+def test_env_is_added_and_cwd_defaults_to_home(exec_server, account):
     """`env` adds variables as given, and without cwd the program starts in the home directory."""
     command_id = exec_server.run("sh", "-c", 'echo "$GREETING|$(pwd)"', env={"GREETING": "hello $USER"})
-    home = str(Path.home().resolve())
+    home = str(Path(account.pw_dir).resolve()) if Path(account.pw_dir).is_dir() else "/"
     assert exec_server.follow(command_id) == ("completed:0", f"hello $USER|{home}\n")
 
 

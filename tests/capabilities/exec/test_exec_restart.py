@@ -69,11 +69,11 @@ def test_killed_server_leaves_nothing_running_and_failed_interrupted(start_exec_
     assert gone(list(pids.values()))
 
 
-def test_a_second_server_leaves_the_first_servers_commands_alone(start_exec_server, tmp_path):
+def test_a_second_server_leaves_the_first_servers_commands_alone(start_exec_server, tmp_path, workdir):
     """Two servers on one data dir: starting the second does not interrupt the first's commands,
     and the second sees them run and end."""
     data = tmp_path / "data"
-    flag = tmp_path / "go"
+    flag = workdir / "go"
     first = start_exec_server(data)
     command_id = first.run("sh", "-c", 'while [ ! -e "$0" ]; do sleep 0.05; done; echo done', str(flag))
     second = start_exec_server(data)
