@@ -1,6 +1,8 @@
 """`python -m capabilities.browser`: the browser capability server on stdio."""
 
+from capabilities.stdio import serve
+
 from .server import build_server
 
 if __name__ == "__main__":
-    build_server().run()
+    serve(build_server().run)

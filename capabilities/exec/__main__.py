@@ -1,6 +1,8 @@
 """`python -m capabilities.exec`: the exec capability server on stdio."""
 
+from capabilities.stdio import serve
+
 from .server import main
 
 if __name__ == "__main__":
-    main()
+    serve(main)
