@@ -390,22 +390,13 @@ def _execute(code, namespace):
 _namespace = None
 
 
-def _run(code, max_output_bytes):
-    """The script, then its value as JSON text; (value text, error)."""
-    global _namespace
-    if _namespace is None:
-        _namespace = {"__name__": "__main__", "__builtins__": _sys.modules["builtins"],
-                      "mcp": mcp, "artifact": artifact}
-    try:
-        value = _execute(code, _namespace)
-        return _value_text(value, max_output_bytes)
-    except SystemExit as exc:
+def _failure(exc):
+    """(value text, error) for an exception the script let out."""
+    if isinstance(exc, SystemExit):
         return "null", _exit_error(exc)
-    except MemoryError as exc:
+    if isinstance(exc, MemoryError):
         _release_reserve()
-        return None, _error_of(exc)
-    except BaseException as exc:  # KeyboardInterrupt and its kind are the script's too
-        return None, _error_of(exc)
+    return None, _error_of(exc)
 
 
 def _release_reserve():
@@ -422,7 +413,7 @@ def _emit(marker, value, error):
         try:
             _frame({"op": "console"})
             lines = []
-        except BaseException:
+        except Exception:
             lines = _console.take()
     parts = []
     if value is not None:
@@ -431,43 +422,81 @@ def _emit(marker, value, error):
         parts.append('"error":' + _encode_compact(error))
     parts.append('"cut":' + _encode_compact([_console.cut_bytes, _console.cut_lines]))
     parts.append('"console":' + _encode_compact(lines))
-    data = _utf8("\n" + marker + "{" + ",".join(parts) + "}\n")
+    _write_all(_utf8("\n" + marker + "{" + ",".join(parts) + "}\n"))
+
+
+def _write_all(data):
     view = memoryview(data)
     while view:
         written = _write_fd(1, view)
         view = view[written:]
 
 
+# The builtins as they were at install: the stdlib code the API calls (json, traceback) looks
+# names up there, so they are put back while the API makes the outcome, and the script's own
+# replacements restored after.
+_builtins = _sys.modules["builtins"].__dict__
+_pristine = dict(_builtins)
+
+
+def _swap_in():
+    saved = dict(_builtins)
+    _builtins.update(_pristine)
+    return saved
+
+
+def _swap_back(saved):
+    _builtins.clear()
+    _builtins.update(saved)
+
+
 def run(code, max_output_bytes, marker):
     """Run one script in the session's namespace (made on first use). Its value or error,
     with the console lines not yet sent, goes to the host after `marker` on the real
     stdout: no tool round trip for a run that makes no call."""
-    global _reserve
+    global _namespace, _reserve
+    if _namespace is None:
+        _namespace = {"__name__": "__main__", "__builtins__": _sys.modules["builtins"],
+                      "mcp": mcp, "artifact": artifact}
     _console.reset(max_output_bytes)
     _sys.stdout, _sys.stderr = _Stream("log"), _Stream("error")
-    value = error = None
+    value = caught = None
+    try:
+        value = _execute(code, _namespace)
+    except BaseException as exc:  # KeyboardInterrupt and its kind are the script's too
+        caught = exc
+    saved = _swap_in()
     try:
         try:
-            value, error = _run(code, max_output_bytes)
+            if caught is None:
+                text, error = _value_text(value, max_output_bytes)
+            else:
+                text, error = _failure(caught)
+        except BaseException as exc:  # the value's own __repr__ failed, or memory ran out
+            text, error = _failure(exc)
         finally:
+            # the value and the exception go now: finalizers they run print to the console
+            value = caught = None
             _sys.stdout, _sys.stderr = _real_stdout, _real_stderr
         try:
             _real_stdout.flush()  # what the script wrote there goes before the outcome
         except BaseException:
             pass
-        _emit(marker, value, error)
+        _emit(marker, text, error)
     except BaseException as exc:
         # Making or sending the outcome failed (memory, a script that broke what it needs):
-        # a short outcome says so.
+        # a short outcome says so, made without anything the script can have replaced.
         _release_reserve()
-        name = type(exc).__name__
         kind = "memory" if isinstance(exc, MemoryError) else "thrown"
-        message = ("the run's outcome could not be made or sent "
-                   f"({name}); the script may have broken the interpreter's output or "
-                   "used up its memory")
-        _write_fd(1, _utf8("\n" + marker + _encode_compact(
-            {"error": {"kind": kind, "message": message}, "cut": [0, 0], "console": []})
-            + "\n"))
+        try:
+            _write_all(("\n" + marker + '{"error":{"kind":"' + kind + '","message":"the '
+                        'run\'s outcome could not be made or sent; the script may have broken '
+                        'what the sandbox relies on (json, traceback, sys.stdout) or used up '
+                        'its memory"},"cut":[0,0],"console":[]}\n').encode("ascii"))
+        except BaseException:
+            pass  # file descriptor 1 is closed: the host says the outcome never came
+    finally:
+        _swap_back(saved)
     if _reserve is None:
         try:
             _reserve = bytearray(1 << 20)

