@@ -17,6 +17,8 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	# Byte-compile codedesk: capability servers run as the desktop user, who cannot write here.
+	$(PY) -m compileall -q capabilities runtime sandbox
 	# Compile the wasm engines once, here, never inside a request.
 	$(PY) -m sandbox.warm
 	touch $(STAMP)
