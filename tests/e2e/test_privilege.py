@@ -288,3 +288,59 @@ def test_the_session_files_are_out_of_the_desktop_users_hands(desktop_session):
     assert desktop_session.info.viewer_secret not in json.dumps(session)
     for name in ("home", "chrome", "exec", "browser"):
         assert (data / name).stat().st_uid == uid, name
+
+
+ECS_METADATA = "169.254.170.2"  # a metadata address of its own, apart from the other suites'
+
+
+@pytest.fixture
+def metadata_service():
+    """An HTTP server on a link-local address (put on `lo` for the test), answering as root."""
+    import subprocess
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Secret(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the http.server API
+            body = b"instance-credentials"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    subprocess.run(["ip", "addr", "add", f"{ECS_METADATA}/32", "dev", "lo"], capture_output=True, timeout=10)
+    server = ThreadingHTTPServer((ECS_METADATA, 0), Secret)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://{ECS_METADATA}:{server.server_address[1]}/latest"
+    finally:
+        server.shutdown()
+        server.server_close()
+        subprocess.run(["ip", "addr", "del", f"{ECS_METADATA}/32", "dev", "lo"], capture_output=True, timeout=10)
+
+
+@needs_root
+def test_a_metadata_address_is_refused_to_pages_and_programs(hostile, desktop_session, metadata_service):
+    """Cloud credentials live at link-local addresses: neither `navigate` nor a program reaches them."""
+    import urllib.request
+
+    assert urllib.request.urlopen(metadata_service, timeout=5).read() == b"instance-credentials"
+    fetch = ("import sys, urllib.request\n"
+             "try:\n    print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())\n"
+             "except OSError as exc:\n    print('refused:', exc)\n")
+    result = _js(hostile, f"""
+const url = {json.dumps(metadata_service)};
+const page = await mcp.callTool("browser", "browser_execute",
+  {{tab: "egress-e2e", operations: [{{type: "navigate", params: {{url}}}}, {{type: "getText"}}]}});
+const program = await run("python3", ["-c", {json.dumps(fetch)}, url]);
+JSON.stringify({{page: {{isError: page.isError, text: page.content.map((b) => b.text || "").join("")}}, program}})""")
+    assert result["page"]["isError"], result["page"]
+    assert "instance-credentials" not in result["page"]["text"]
+    assert ECS_METADATA in result["page"]["text"] and "169.254.0.0/16" in result["page"]["text"], result["page"]
+    assert result["program"]["status"] == "completed:0", result["program"]
+    assert "instance-credentials" not in result["program"]["logs"]
+    assert "refused:" in result["program"]["logs"], result["program"]
