@@ -1,0 +1,223 @@
+"""The one result contract of every capability server, and the scaffolding they all share.
+
+Every tool of every server answers the same way:
+
+- `structuredContent`: an object valid against the tool's `outputSchema` (`output_schema()`
+  makes it: the tool's own success shape, or the shared error object);
+- one text block a person can read: a short summary (for `browser_execute`, `desktop_execute`
+  and `exec`, the text the capability spec prescribes);
+- images as image blocks after the text, referenced from the structured result by their index
+  among the images (`image_index`), never inlined in it;
+- a failure: `isError: true`, structured `{"error": {kind, message, step?, field?, hint?}}`,
+  text `Error: <message>`.
+
+`ToolError` is the one way a tool says it failed; `ToolRegistry` validates a call's whole input
+with the tool's own model (the model that made the input schema, so the two cannot drift),
+refuses unknown fields by name, runs it, and builds the result in `success` / `failure`, the
+only places `isError` is decided.
+
+Error kinds (`ErrorKind`): `invalid_arguments` (the request is wrong: nothing ran),
+`unknown_tool`, `not_found` (a file, tab, command or element that is not there), `refused`
+(a policy said no: a path outside the roots, a denied address), `timeout`, `unavailable`
+(the desktop, the browser or a helper program cannot be reached), `failed` (the action ran and
+did not succeed), `internal` (a bug in the server: the message says what to report).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar, get_args
+
+import mcp_types as types
+from pydantic import BaseModel, ValidationError
+
+log = logging.getLogger("codedesk.capabilities")
+
+ErrorKind = Literal[
+    "invalid_arguments", "unknown_tool", "not_found", "refused", "timeout", "unavailable", "failed", "internal"
+]
+ERROR_KINDS: tuple[str, ...] = get_args(ErrorKind)
+
+
+class ToolError(Exception):
+    """A tool's failure as the model reads it: what failed, where, and what to do next.
+
+    `step` is the 1-based step of a batch, `field` the argument at fault (dotted path), `hint`
+    the next thing to try. Raise it from a tool; the registry turns it into a `failure`.
+    """
+
+    def __init__(self, kind: ErrorKind, message: str, *, step: int | None = None,
+                 field: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.step = step
+        self.field = field
+        self.hint = hint
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "message": self.message}
+        for key in ("step", "field", "hint"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
+
+
+ERROR_OBJECT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Why the call failed.",
+    "properties": {
+        "kind": {"type": "string", "enum": list(ERROR_KINDS), "description": "The class of failure."},
+        "message": {"type": "string", "description": "What failed, where, and what to do next."},
+        "step": {"type": "integer", "minimum": 1, "description": "The failing step of a batch (1-based)."},
+        "field": {"type": "string", "description": "The argument at fault, as a dotted path."},
+        "hint": {"type": "string", "description": "What to try next."},
+    },
+    "required": ["kind", "message"],
+}
+
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"error": ERROR_OBJECT_SCHEMA},
+    "required": ["error"],
+}
+"""The structured content of every failed call."""
+
+
+def output_schema(success: dict[str, Any] | type[BaseModel]) -> dict[str, Any]:
+    """A tool's `outputSchema`: its success shape (a JSON schema or a pydantic model), or the
+    shared error object. Both branches are objects, so the whole is an object schema too."""
+    shape = clean_schema(success) if isinstance(success, type) else copy.deepcopy(success)
+    return {"type": "object", "anyOf": [shape, ERROR_SCHEMA]}
+
+
+def clean_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema of a pydantic model as models read best: references inlined, no titles."""
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                target = inline(copy.deepcopy(defs[ref.rsplit("/", 1)[1]]))
+                extra = {k: inline(v) for k, v in node.items() if k != "$ref"}
+                return {**target, **extra}
+            return {k: inline(v) for k, v in node.items() if k != "title" or not isinstance(v, str)}
+        if isinstance(node, list):
+            return [inline(item) for item in node]
+        return node
+
+    return inline(schema)
+
+
+@dataclass(frozen=True)
+class Image:
+    """An image block of a result; the structured result points at it by its index."""
+
+    data: bytes
+    mime_type: str = "image/png"
+
+    def block(self) -> types.ImageContent:
+        return types.ImageContent(data=base64.b64encode(self.data).decode("ascii"), mime_type=self.mime_type)
+
+
+def success(structured: dict[str, Any], text: str, images: Sequence[Image] = ()) -> types.CallToolResult:
+    """A successful result: the structured content, the readable text, then the images."""
+    content: list[types.ContentBlock] = [types.TextContent(text=text)]
+    content.extend(image.block() for image in images)
+    return types.CallToolResult(content=content, structured_content=structured)
+
+
+def failure(error: ToolError, *, text: str | None = None, extra: dict[str, Any] | None = None,
+            images: Sequence[Image] = ()) -> types.CallToolResult:
+    """A failed result: `{"error": {...}}` (plus `extra`, e.g. a batch's finished steps), the
+    text (default `Error: <message>`, with the hint), then the images (a screenshot of the moment)."""
+    if text is None:
+        text = f"Error: {error.message}" + (f" ({error.hint})" if error.hint else "")
+    content: list[types.ContentBlock] = [types.TextContent(text=text)]
+    content.extend(image.block() for image in images)
+    return types.CallToolResult(content=content, structured_content={**(extra or {}), "error": error.to_json()},
+                                is_error=True)
+
+
+def validation_error(tool: str, model: type[BaseModel], exc: ValidationError, *, step: int | None = None,
+                     prefix: str = "") -> ToolError:
+    """The `invalid_arguments` error for a failed validation: one clause per problem, each naming
+    its field; an unknown field is named with the fields the tool does take."""
+    known = ", ".join(name for name in model.model_fields)
+    problems: list[str] = []
+    first_field: str | None = None
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"]) or "arguments"
+        first_field = first_field or (where if error["loc"] else None)
+        if error["type"] == "extra_forbidden":
+            problems.append(f"unknown field {prefix + where!r} (the fields of {tool} are: {known})")
+        elif error["type"] == "missing":
+            problems.append(f"missing required field {prefix + where!r}")
+        else:
+            problems.append(f"{prefix + where}: {error['msg']}")
+    where = f"step {step}: " if step is not None else ""
+    return ToolError("invalid_arguments", f"invalid arguments for {tool}: {where}" + "; ".join(problems)
+                     + ". Nothing was done.", step=step,
+                     field=(prefix + first_field) if first_field else None,
+                     hint=f"call mcp.describe for the fields of {tool}")
+
+
+State = TypeVar("State")
+Args = TypeVar("Args", bound=BaseModel)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolSpec(Generic[State]):
+    """One tool: its name, description, input model, output schema and handler.
+
+    `run(state, args)` returns a `CallToolResult` (built with `success`) or raises `ToolError`.
+    """
+
+    name: str
+    description: str
+    args: type[BaseModel]
+    output: dict[str, Any] | type[BaseModel]
+    run: Callable[[State, Any], Awaitable[types.CallToolResult]]
+    annotations: dict[str, Any] = field(default_factory=dict)
+
+    def tool(self) -> types.Tool:
+        return types.Tool(name=self.name, description=self.description, input_schema=clean_schema(self.args),
+                          output_schema=output_schema(self.output),
+                          annotations=types.ToolAnnotations(**self.annotations) if self.annotations else None)
+
+
+class ToolRegistry(Generic[State]):
+    """The tools of one server: listing, and calling with validation and the one result contract."""
+
+    def __init__(self, server: str, specs: Iterable[ToolSpec[State]]) -> None:
+        self.server = server
+        self.specs = {spec.name: spec for spec in specs}
+
+    def list_tools(self) -> list[types.Tool]:
+        return [spec.tool() for spec in self.specs.values()]
+
+    async def call(self, state: State, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        """Validate the whole input, run the tool, and answer by the contract, whatever happens."""
+        spec = self.specs.get(name)
+        if spec is None:
+            return failure(ToolError("unknown_tool", f"{self.server} has no tool {name!r}; its tools are: "
+                                     f"{', '.join(self.specs)}"))
+        try:
+            args = spec.args.model_validate(arguments or {})
+        except ValidationError as exc:
+            return failure(validation_error(name, spec.args, exc))
+        try:
+            return await spec.run(state, args)
+        except ToolError as exc:
+            return failure(exc)
+        except Exception as exc:  # a bug or an unforeseen library failure: say which, keep serving
+            log.exception("%s.%s failed", self.server, name)
+            return failure(ToolError("internal", f"{name} failed unexpectedly ({type(exc).__name__}: {exc})",
+                                     hint="check the arguments; if they are right, report this error"))
