@@ -93,27 +93,42 @@ def output_schema(success: dict[str, Any] | type[BaseModel]) -> dict[str, Any]:
     """A tool's `outputSchema`: its success shape (a JSON schema or a pydantic model), or the
     shared error object. Both branches are objects, so the whole is an object schema too."""
     shape = clean_schema(success) if isinstance(success, type) else copy.deepcopy(success)
-    return {"type": "object", "anyOf": [shape, ERROR_SCHEMA]}
+    defs = shape.pop("$defs", None)  # `#/$defs/...` references are resolved from the root
+    schema: dict[str, Any] = {"type": "object", "anyOf": [shape, ERROR_SCHEMA]}
+    if defs:
+        schema["$defs"] = defs
+    return schema
 
 
 def clean_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The JSON schema of a pydantic model as models read best: references inlined, no titles."""
+    """The JSON schema of a pydantic model as models read best: references inlined (a recursive
+    one stays a `$ref` into the `$defs` kept for it), no titles."""
     schema = model.model_json_schema()
     defs = schema.pop("$defs", {})
+    kept: dict[str, Any] = {}
 
-    def inline(node: Any) -> Any:
+    def inline(node: Any, expanding: frozenset[str]) -> Any:
         if isinstance(node, dict):
             ref = node.get("$ref")
             if isinstance(ref, str) and ref.startswith("#/$defs/"):
-                target = inline(copy.deepcopy(defs[ref.rsplit("/", 1)[1]]))
-                extra = {k: inline(v) for k, v in node.items() if k != "$ref"}
+                name = ref.rsplit("/", 1)[1]
+                if name in expanding:  # recursive: refer to it instead of inlining forever
+                    if name not in kept:
+                        kept[name] = None
+                        kept[name] = inline(copy.deepcopy(defs[name]), frozenset({name}))
+                    return node
+                target = inline(copy.deepcopy(defs[name]), expanding | {name})
+                extra = {k: inline(v, expanding) for k, v in node.items() if k != "$ref"}
                 return {**target, **extra}
-            return {k: inline(v) for k, v in node.items() if k != "title" or not isinstance(v, str)}
+            return {k: inline(v, expanding) for k, v in node.items() if k != "title" or not isinstance(v, str)}
         if isinstance(node, list):
-            return [inline(item) for item in node]
+            return [inline(item, expanding) for item in node]
         return node
 
-    return inline(schema)
+    cleaned = inline(schema, frozenset())
+    if kept:
+        cleaned["$defs"] = kept
+    return cleaned
 
 
 @dataclass(frozen=True)

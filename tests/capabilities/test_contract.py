@@ -1,0 +1,108 @@
+"""The one result contract every capability server answers by (capabilities/contract.py)."""
+
+from __future__ import annotations
+
+import anyio
+import jsonschema
+import pytest
+from pydantic import BaseModel, ConfigDict
+
+from capabilities.contract import (ERROR_KINDS, Image, ToolError, ToolRegistry, ToolSpec, clean_schema,
+                                   output_schema, success)
+
+
+class Node(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    children: list[Node] = []
+
+
+class Point(BaseModel):
+    x: int
+    y: int
+
+
+class Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    at: Point
+    tree: Node | None = None
+
+
+class Answer(BaseModel):
+    total: int
+    image_index: int | None = None
+
+
+async def _add(state: dict, args: Args):
+    if args.at.x < 0:
+        raise ToolError("refused", "x must not be negative", field="at.x", hint="pass x >= 0")
+    if args.at.x == 13:
+        raise RuntimeError("unlucky")
+    state["calls"] += 1
+    return success({"total": args.at.x + args.at.y, "image_index": 0}, f"total {args.at.x + args.at.y}",
+                   [Image(b"\x89PNG fake")])
+
+
+REGISTRY = ToolRegistry("demo", [ToolSpec(name="add", description="Adds.", args=Args, output=Answer, run=_add)])
+
+
+def _call(name: str, arguments: dict):
+    state = {"calls": 0}
+    result = anyio.run(REGISTRY.call, state, name, arguments)
+    schema = REGISTRY.list_tools()[0].output_schema
+    jsonschema.validate(result.structured_content, schema)  # success and failure alike
+    return result, state
+
+
+def test_schemas_inline_references_and_keep_recursive_ones_resolvable():
+    """Models read inlined schemas best; a recursive type must still validate, not loop."""
+    schema = clean_schema(Args)
+    assert schema["properties"]["at"]["properties"]["x"] == {"type": "integer"}
+    assert "title" not in schema and "title" not in schema["properties"]["at"]
+    out = output_schema(Args)
+    jsonschema.validate({"at": {"x": 1, "y": 2}, "tree": {"name": "a", "children": [{"name": "b"}]}}, out)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"at": {"x": 1, "y": 2}, "tree": {"name": "a", "children": [{"nom": "b"}]}}, out)
+
+
+def test_a_success_carries_structured_content_text_and_images_by_index():
+    """Scripts read structuredContent; people read the text; images follow, pointed at by index."""
+    result, state = _call("add", {"at": {"x": 2, "y": 3}})
+    assert not result.is_error and state["calls"] == 1
+    assert result.structured_content == {"total": 5, "image_index": 0}
+    assert [block.type for block in result.content] == ["text", "image"]
+    assert result.content[0].text == "total 5"
+
+
+def test_unknown_fields_are_refused_by_name_and_nothing_runs():
+    """A wrong call must say which field is wrong and which exist, before acting."""
+    result, state = _call("add", {"at": {"x": 1, "y": 1}, "cmd": "rm -rf /"})
+    assert result.is_error and state["calls"] == 0
+    error = result.structured_content["error"]
+    assert error["kind"] == "invalid_arguments"
+    assert "unknown field 'cmd'" in error["message"] and "at, tree" in error["message"]
+    assert result.content[0].text.startswith("Error: ")
+
+
+def test_a_tool_error_keeps_its_kind_field_and_hint():
+    """The model fixes a call from kind, field and hint: they must survive to the result."""
+    result, _ = _call("add", {"at": {"x": -1, "y": 1}})
+    assert result.structured_content["error"] == {"kind": "refused", "message": "x must not be negative",
+                                                  "field": "at.x", "hint": "pass x >= 0"}
+
+
+def test_an_unexpected_exception_is_an_internal_error_and_the_server_goes_on():
+    """A bug in one tool must not take the server down; it says what failed."""
+    result, _ = _call("add", {"at": {"x": 13, "y": 1}})
+    assert result.structured_content["error"]["kind"] == "internal"
+    assert "RuntimeError: unlucky" in result.structured_content["error"]["message"]
+    again, _ = _call("add", {"at": {"x": 1, "y": 1}})
+    assert not again.is_error
+
+
+def test_an_unknown_tool_names_the_tools_there_are():
+    """A typo in a tool name must be answered with the list to choose from."""
+    result = anyio.run(REGISTRY.call, {"calls": 0}, "ad", {})
+    assert result.structured_content["error"]["kind"] == "unknown_tool"
+    assert "add" in result.structured_content["error"]["message"]
+    assert "unknown_tool" in ERROR_KINDS
