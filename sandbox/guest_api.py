@@ -77,6 +77,9 @@ class ArtifactLimitError(Exception):
     """An artifact was refused: too many, too large, or not an image or text."""
 
 
+# shown as plain "BridgeError: ..." in messages and tracebacks, as the builtin errors are
+BridgeError.__module__ = CallBudgetError.__module__ = ArtifactLimitError.__module__ = "builtins"
+
 _ERRORS = {"BridgeError": BridgeError, "CallBudgetError": CallBudgetError,
            "TypeError": TypeError, "ArtifactLimitError": ArtifactLimitError}
 
@@ -342,7 +345,8 @@ def _kind(exc):
     if isinstance(exc, SyntaxError):
         return "syntax"
     if isinstance(exc, MemoryError):
-        return "memory"
+        # the parser's "stack overflowed" is about nesting, not memory
+        return "thrown" if "stack" in str(exc) else "memory"
     if isinstance(exc, BridgeError):
         return "bridge"
     if isinstance(exc, CallBudgetError):
