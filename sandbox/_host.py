@@ -1,8 +1,15 @@
-"""Host-side machinery shared by both engines: console capture, artifacts, and the tool bridge.
+"""Host-side machinery shared by both engines: the host-call core.
 
-The bridge runs every guest tool call as its own asyncio task, so calls issued together run
-concurrently, and hands completions back to the guest in batches: one guest wake-up per turn
-of the host's event loop, however many calls finished in it.
+- `ConsoleCapture`: console lines within max_output_bytes, the rest counted for a marker;
+- `ArtifactBox`: artifacts within their count and size limits;
+- `ToolBridge`: tool calls, listings and timers as asyncio tasks, the call budget enforced
+  here (a guest bypassing its API still meets it), completions answered as JSON events, in
+  batches: one guest wake-up per turn of the host's event loop, however many calls finished;
+- `RunLimitErrors`: the error a run ends with at each limit, worded once, naming the limit,
+  its value and its maximum from the ranges in `sandbox.result`.
+
+Everything here is safe to use from the thread that runs the guest and from the caller's loop
+in turn (never both at once); `ToolBridge` lives on the caller's loop.
 """
 
 from __future__ import annotations
@@ -14,7 +21,18 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from sandbox.result import CallTool, ConsoleLine, ListTools, OnConsole
+from sandbox.result import (
+    HEAP_MEMORY_MAX_MB_RANGE,
+    MAX_OUTPUT_BYTES_RANGE,
+    MAX_TOOL_CALLS_RANGE,
+    TIMEOUT_SECONDS_RANGE,
+    CallTool,
+    ConsoleLine,
+    JsLimits,
+    ListTools,
+    OnConsole,
+    RunError,
+)
 
 LEVELS = ("log", "info", "warn", "error", "debug")
 
@@ -70,15 +88,18 @@ class ConsoleCapture:
             except Exception:  # a failing listener must not fail the run
                 pass
 
-    def lines(self) -> list[ConsoleLine]:
+    def lines(self, notes: list[str] = ()) -> list[ConsoleLine]:  # type: ignore[assignment]
+        """The lines kept, then the truncation marker if any, then `notes` (as "warn" lines):
+        facts about the run the model must see, outside the output limit."""
+        extra = [ConsoleLine("warn", note) for note in notes]
         if not self._cut_bytes:
-            return list(self._lines)
+            return [*self._lines, *extra]
         marker = (
             f"[output truncated: {self._cut_bytes} more bytes"
             f"{f' in {self._cut_lines} more lines' if self._cut_lines else ''} were cut; the "
             f"limit is max_output_bytes={self._max}. Print less, or return a summary value]"
         )
-        return [*self._lines, ConsoleLine("warn", marker)]
+        return [*self._lines, ConsoleLine("warn", marker), *extra]
 
 
 class ArtifactBox:
@@ -147,6 +168,7 @@ class ToolBridge:
         self._list_tools = list_tools
         self._max_calls = max_tool_calls
         self.tool_calls = 0
+        self.refused_calls = 0  # calls refused because the budget was spent
         self.budget_hit = False
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._events: list[str] = []  # each event already JSON, so one bad result fails alone
@@ -193,6 +215,7 @@ class ToolBridge:
             return
         if self.tool_calls >= self._max_calls:
             self.budget_hit = True
+            self.refused_calls += 1
             self._emit({"id": rid, "name": "CallBudgetError",
                         "error": f"tool call budget spent: at most {self._max_calls} calls "
                                  f"per run (max_tool_calls); batch work into fewer calls or "
@@ -250,3 +273,52 @@ class ToolBridge:
             await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
 
+
+
+class RunLimitErrors:
+    """The errors a run ends with at its limits, each naming the limit, its value and how far
+    it may be raised (from the ranges in `sandbox.result`)."""
+
+    def __init__(self, limits: Any) -> None:
+        self._limits = limits
+
+    def timeout(self) -> RunError:
+        return RunError(
+            kind="timeout",
+            message=f"the run took longer than timeout_seconds={self._limits.timeout_seconds:g}; "
+            f"calls still in flight were cancelled. Do less per run, or raise timeout_seconds "
+            f"(at most {TIMEOUT_SECONDS_RANGE[2]:g})",
+        )
+
+    def memory(self) -> RunError:
+        limits = self._limits
+        if isinstance(limits, JsLimits):
+            return RunError(
+                kind="memory",
+                message=f"the script ran out of memory: heap_memory_max_mb="
+                f"{limits.heap_memory_max_mb} bounds the JS heap and every string, array and "
+                f"buffer in it. Keep less in memory (process in pieces, return a summary), or "
+                f"raise heap_memory_max_mb (at most {HEAP_MEMORY_MAX_MB_RANGE[2]})",
+            )
+        return RunError(
+            kind="memory",
+            message=f"the script ran out of memory: memory_max_mb={limits.memory_max_mb}. Keep "
+            f"less in memory, or raise memory_max_mb",
+        )
+
+    def output_value(self) -> RunError:
+        cap = self._limits.max_output_bytes
+        return RunError(
+            kind="output",
+            message=f"the returned value is larger than max_output_bytes={cap}; return a "
+            f"smaller value (a summary, a count, the first items), or raise max_output_bytes "
+            f"(at most {MAX_OUTPUT_BYTES_RANGE[2]})",
+        )
+
+    def call_budget_note(self, refused: int) -> str:
+        """Said in the result of a run that went on after its call budget was spent."""
+        return (
+            f"[call budget spent: {refused} tool call(s) were refused with CallBudgetError "
+            f"after the first {self._limits.max_tool_calls} (max_tool_calls; at most "
+            f"{MAX_TOOL_CALLS_RANGE[2]}). Their results are missing from this run]"
+        )

@@ -1,111 +1,132 @@
-"""Event loops on threads of their own, and awaiting work across loops.
+"""Threads that run guest code, one run at a time each, and are retired when a run overruns.
 
-A JavaScript run executes on one of `RunLoops`' threads, not on the caller's event loop, so a
-script that computes for seconds without awaiting holds its own thread only: the server's loop
-keeps answering other clients and other runs. The run's tool calls go back to the caller's
-loop, where the MCP sessions live, through `on_loop`.
+A JavaScript run's guest steps (evaluate, run jobs, deliver completions) execute on a
+`RunThread`, not on the caller's event loop: a script that computes for seconds without
+awaiting holds that thread only, and the server's loop keeps answering other clients and runs.
+
+A run whose step does not return by its deadline is abandoned: its thread is `retire`d, so no
+later run is ever queued behind it, and when the step finally returns (the guest is told to
+stop at its next interrupt poll; a long loop inside one C builtin may take longer) the thread
+runs the run's clean-up, which closes its VM on the thread that used it, and exits.
 """
 
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
 
-T = TypeVar("T")
-
-
-async def on_loop(target: asyncio.AbstractEventLoop, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
-    """Await `fn(*args)` run as a task on `target`, another thread's loop.
-
-    Its result or exception comes back here. Cancelling the awaiting task cancels that task
-    too, and waits until it has wound down there (its own cleanup, such as an MCP
-    cancellation, done) before the cancellation goes on here.
-    """
-    here = asyncio.get_running_loop()
-    outcome: asyncio.Future[T] = here.create_future()
-    started: list[asyncio.Task[T]] = []
-
-    def deliver(task: asyncio.Task[T]) -> None:
-        if outcome.done():
-            return
-        if task.cancelled():
-            outcome.cancel()
-        elif (exc := task.exception()) is not None:
-            outcome.set_exception(exc)
-        else:
-            outcome.set_result(task.result())
-
-    def start() -> None:
-        task = target.create_task(fn(*args))  # type: ignore[arg-type]
-        started.append(task)
-        task.add_done_callback(lambda t: here.call_soon_threadsafe(deliver, t))
-
-    target.call_soon_threadsafe(start)
-    try:
-        return await asyncio.shield(outcome)
-    except asyncio.CancelledError:
-        # `start` was queued on `target` before this, so the task exists when this runs.
-        target.call_soon_threadsafe(lambda: started[0].cancel())
-        try:
-            await outcome
-        except BaseException:  # its outcome is moot: this task is being cancelled
-            pass
-        raise
+_STOP = object()
 
 
-class _LoopThread:
+class RunThread:
+    """A thread that runs submitted functions in order."""
+
     def __init__(self, name: str) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.active = 0
-        self.thread = threading.Thread(target=self._serve, name=name, daemon=True)
-        self.thread.start()
+        self.busy = False  # taken by a run
+        self.retired = False
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
 
     def _serve(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
+        while True:
+            job = self._jobs.get()
+            if job is _STOP:
+                return
+            fn, args, future = job
+            if future is not None and not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn(*args)
+            except BaseException as exc:  # handed to the waiting caller
+                if future is not None:
+                    future.set_exception(exc)
+            else:
+                if future is not None:
+                    future.set_result(result)
 
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=5)
-        if not self.thread.is_alive():
-            self.loop.close()
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self._jobs.put((fn, args, future))
+        return future
+
+    def post(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run `fn(*args)` after what is queued, with no one waiting for it."""
+        self._jobs.put((fn, args, None))
+
+    async def call(self, fn: Callable[..., Any], *args: Any, timeout: float) -> Any:
+        """Await `fn(*args)` run on this thread; TimeoutError after `timeout` seconds (the
+        call goes on: `retire` the thread then). Cancelling the await leaves it running too."""
+        future = asyncio.wrap_future(self.submit(fn, *args))
+        return await asyncio.wait_for(asyncio.shield(future), timeout=max(0.0, timeout))
+
+    def stop(self, cleanup: Callable[[], Any] | None = None) -> None:
+        """Run `cleanup` once the work in hand is done, then end the thread."""
+        if cleanup is not None:
+            self.post(cleanup)
+        self._jobs.put(_STOP)
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
 
 
-class RunLoops:
-    """Up to `max_threads` threads with an event loop each, started as runs need them.
+class RunThreads:
+    """Threads for runs, made as runs need them: a run takes an idle thread, or a new one.
 
-    A run takes a thread no other run is using when there is one, so a run that computes
-    without awaiting slows no other run until `max_threads` of them do at once.
+    Up to `max_threads` exist at once; past that, runs share the threads (each still ends by its
+    own deadline, since an overrunning thread is retired and replaced).
     """
 
     def __init__(self, max_threads: int, name: str) -> None:
         self._max = max_threads
         self._name = name
-        self._threads: list[_LoopThread] = []
+        self._idle: list[RunThread] = []
+        self._all: list[RunThread] = []
+        self._made = 0
         self._lock = threading.Lock()
+        self._closed = False
 
-    def acquire(self) -> _LoopThread:
+    def acquire(self) -> RunThread:
         with self._lock:
-            idle = [t for t in self._threads if t.active == 0]
-            if idle:
-                chosen = idle[0]
-            elif len(self._threads) < self._max:
-                chosen = _LoopThread(f"{self._name}-{len(self._threads) + 1}")
-                self._threads.append(chosen)
-            else:
-                chosen = min(self._threads, key=lambda t: t.active)
-            chosen.active += 1
+            if self._idle:
+                chosen = self._idle.pop()
+            elif len(self._all) < self._max or not self._all:
+                self._made += 1
+                chosen = RunThread(f"{self._name}-{self._made}")
+                self._all.append(chosen)
+            else:  # all busy and at the cap: share the one made longest ago
+                chosen = self._all[0]
+            chosen.busy = True
             return chosen
 
-    def release(self, thread: _LoopThread) -> None:
+    def release(self, thread: RunThread) -> None:
         with self._lock:
-            thread.active -= 1
+            thread.busy = False
+            if not thread.retired and not self._closed and thread not in self._idle:
+                self._idle.append(thread)
+
+    def retire(self, thread: RunThread, cleanup: Callable[[], Any]) -> None:
+        """Never hand `thread` to a run again; when its work in hand ends, run `cleanup` there
+        and end the thread."""
+        with self._lock:
+            thread.retired = True
+            if thread in self._idle:
+                self._idle.remove(thread)
+            if thread in self._all:
+                self._all.remove(thread)
+        thread.stop(cleanup)
 
     def close(self) -> None:
-        """Stop every loop. Runs still going on them are abandoned."""
+        """End every thread once its work in hand is done (a thread stuck in a run is left
+        to end by itself)."""
         with self._lock:
-            threads, self._threads = self._threads, []
+            self._closed = True
+            threads, self._all, self._idle = self._all, [], []
         for t in threads:
             t.stop()
+        for t in threads:
+            t.join(timeout=5)

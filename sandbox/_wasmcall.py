@@ -1,129 +1,151 @@
-"""Quicker calls from quickjs-rs into its wasm guest.
+"""One QuickJS VM in its own wasm instance, driven through quickjs-rs's engine layer.
 
-quickjs-rs reaches its guest through wasmtime-py's `Func.__call__`, which asks the engine for
-the function's type on every call and boxes each argument through `Val`: about 20 µs of
-Python a call, where a run makes 15 to 100 calls. `install()` replaces quickjs-rs's one call
-site (`_Instance.c`) with one that reads each export's type once and makes a single ctypes
-call with its numbers set in place. Semantics are wasmtime-py's: a trap raises `wasmtime.Trap`,
-an engine error `wasmtime.WasmtimeError`, and an exception raised by a host function during
-the call is re-raised.
+quickjs-rs's public `Context` drives promises with its own loop: it stops after 100,000 jobs
+as if the script were stuck, runs jobs with no deadline when its task is cancelled, and
+settles async host calls from tasks that can outlive the eval. Its `Handle.call` runs guest
+code with no deadline at all. None of that is acceptable for hostile code, so `GuestVm` uses
+the engine layer beneath it (`quickjs_rs._engine`: the wasm instance, its handles and its
+job queue) and owns what the public layer decided:
 
-Both libraries are pinned to the versions this was written against; with any other version
-`install()` leaves quickjs-rs as it is.
+- the interrupt: QuickJS polls `_interrupt` while it runs; it answers "stop" once the VM's
+  `deadline` has passed, in every call into the guest (evaluation, jobs, calls, marshalling),
+  and `abort()` makes it answer "stop" at once, from any thread;
+- the memory: QuickJS's own limit does not count strings or typed arrays, so the wasm
+  store's linear memory is capped as well (`memory.grow` fails past it);
+- the threads: a VM is used by one thread at a time, handed over through locks or futures,
+  and closed by the thread that used it last. No object here has a finalizer that calls into
+  the guest, so garbage collection on another thread never touches a store.
+
+quickjs-rs is pinned (`_FOR_VERSION`); another version is refused at the first VM rather than
+driven through internals that may have changed.
 """
 
 from __future__ import annotations
 
-import threading
-from ctypes import POINTER, byref
+import math
+import time
+from collections.abc import Callable
 from typing import Any
 
 import wasmtime
 from quickjs_rs import _engine
-from wasmtime import _ffi as ffi
-from wasmtime import _func
 
-_FOR_VERSIONS = {"quickjs-rs": "0.2.6", "wasmtime": "49."}
+_FOR_VERSION = "0.2.6"
 
-# kind code -> the field of wasmtime_valunion that holds it
-_FIELDS = {
-    ffi.WASMTIME_I32.value: "i32",
-    ffi.WASMTIME_I64.value: "i64",
-    ffi.WASMTIME_F32.value: "f32",
-    ffi.WASMTIME_F64.value: "f64",
-}
-_KINDS = {"i32": ffi.WASMTIME_I32.value, "i64": ffi.WASMTIME_I64.value,
-          "f32": ffi.WASMTIME_F32.value, "f64": ffi.WASMTIME_F64.value}
+JSError = _engine.JSError  # args: (name, message, stack)
+EngineError = _engine.QuickJSError  # the engine layer's base error (JSError, MarshalError, ...)
+Trap = wasmtime.Trap
+WasmtimeError = wasmtime.WasmtimeError
+GUEST_FAILURES = (EngineError, Trap, WasmtimeError, ValueError)
+"""What a call into a guest may raise: a JS exception, a marshalling failure, a trap (stack
+exhausted, memory cap hit inside the engine), or ValueError from a store already closed."""
 
-_installed = False
-_install_lock = threading.Lock()
+PENDING, FULFILLED, REJECTED = 0, 1, 2
+_JOBS_PER_CALL = 100_000  # the guest's execute_pending_jobs stops after this many
 
-
-class _Signature:
-    """The parameter and result kinds of one export, all numeric."""
-
-    __slots__ = ("params", "results", "result_fields")
-
-    def __init__(self, ty: wasmtime.FuncType) -> None:
-        self.params = tuple(_KINDS[str(p)] for p in ty.params)
-        self.results = tuple(_KINDS[str(r)] for r in ty.results)
-        self.result_fields = tuple(_FIELDS[k] for k in self.results)
+_STACK_BYTES = 1 << 20  # QuickJS's own stack check (quickjs-rs's default)
+_MIN_MEMORY = 16 << 20  # linear memory the engine needs beyond the JS heap
 
 
-# Exports of the one guest module quickjs-rs ships, by name; types never change.
-_signatures: dict[str, _Signature | None] = {}
-
-
-def _signature(inst: Any, name: str, fn: wasmtime.Func) -> _Signature | None:
-    sig = _signatures.get(name, False)
-    if sig is False:
-        try:
-            sig = _Signature(fn.type(inst.store))
-        except KeyError:  # a reference type: leave it to wasmtime-py
-            sig = None
-        _signatures[name] = sig
-    return sig  # type: ignore[return-value]
-
-
-def _call(inst: Any, name: str, args: tuple[Any, ...]) -> Any:
-    fn = inst._exports[name]
-    sig = _signature(inst, name, fn)
-    if sig is None or len(args) != len(sig.params) or not all(type(a) is int for a in args):
-        return fn(inst.store, *args)
-    context = inst.store._context()  # raises ValueError once the store is closed
-    n = len(args)
-    params = (ffi.wasmtime_val_t * n)() if n else None
-    for i, (kind, value) in enumerate(zip(sig.params, args)):
-        slot = params[i]  # type: ignore[index]
-        slot.kind = kind
-        setattr(slot.of, _FIELDS[kind], value)
-    m = len(sig.results)
-    results = (ffi.wasmtime_val_t * m)() if m else None
-    trap = POINTER(ffi.wasm_trap_t)()
-    error = ffi.wasmtime_func_call(context, byref(fn._func), params, n, results, m, byref(trap))
-    if error:
-        exc: Exception = wasmtime.WasmtimeError._from_ptr(error)
-        _func.maybe_raise_last_exn()
-        raise exc
-    if trap:
-        exc = wasmtime.Trap._from_ptr(trap)
-        _func.maybe_raise_last_exn()
-        raise exc
-    if m == 0:
-        return None
-    if m == 1:
-        return getattr(results[0].of, sig.result_fields[0])  # type: ignore[index]
-    return [getattr(results[i].of, f) for i, f in enumerate(sig.result_fields)]  # type: ignore[index]
-
-
-def _c(self: Any, name: str, *args: Any) -> Any:
-    # As quickjs-rs's own `c`: publish this instance for host callbacks during the call.
-    cur = _engine._CUR
-    prev = getattr(cur, "inst", None)
-    cur.inst = self
-    try:
-        return _call(self, name, args)
-    finally:
-        cur.inst = prev
-
-
-def _versions_match() -> bool:
+def _check_version() -> None:
     from importlib.metadata import version
 
-    return version("quickjs-rs") == _FOR_VERSIONS["quickjs-rs"] and version("wasmtime").startswith(
-        _FOR_VERSIONS["wasmtime"]
-    )
+    found = version("quickjs-rs")
+    if found != _FOR_VERSION:
+        raise RuntimeError(
+            f"sandbox.js drives quickjs-rs {_FOR_VERSION}'s engine layer; quickjs-rs {found} is "
+            f"installed. Install quickjs-rs=={_FOR_VERSION}."
+        )
 
 
-def install() -> bool:
-    """Route quickjs-rs's guest calls through `_call`. Idempotent; False when left as it was."""
-    global _installed
-    with _install_lock:
-        if _installed:
-            return True
-        if not (_versions_match() and hasattr(_engine, "_Instance") and hasattr(_engine, "_CUR")):
-            return False
-        _engine._Instance.c = _c
-        _installed = True
-        return True
+def memory_cap(heap_bytes: int) -> int:
+    """The wasm linear memory allowed a VM whose JS heap is `heap_bytes`: three times the heap
+    (QuickJS's allocator leaves holes as arrays and maps grow) and room for the engine."""
+    return min(3 * heap_bytes + _MIN_MEMORY, 4 << 30)
 
+
+class GuestVm:
+    """A fresh QuickJS VM with one sync host function, `host`, installed as `__host`."""
+
+    def __init__(self, heap_bytes: int, host: Callable[..., Any]) -> None:
+        _check_version()
+        self.deadline = math.inf
+        self.memory_cap = memory_cap(heap_bytes)
+        self.closed = False
+        self._rt = _engine.QjsRuntime(memory_limit=heap_bytes, stack_limit=_STACK_BYTES)
+        self._rt.set_interrupt_handler(self._interrupt)
+        self._ctx = _engine.QjsContext(self._rt)
+        inst = self._ctx._inst
+        self._store = inst.store
+        self._memory = inst.mem
+        try:
+            self._store.set_limits(memory_size=self.memory_cap)
+            self._ctx.set_host_call_dispatcher(lambda fn_id, args: host(*args))
+            self._ctx.register_host_function("__host", 1, False)
+        except BaseException:
+            self.close()
+            raise
+
+    def _interrupt(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+    def abort(self) -> None:
+        """Make the guest stop at its next interrupt poll (any thread may call this)."""
+        self.deadline = -math.inf
+
+    # -- running code --
+
+    def eval(self, code: str, *, top_level_await: bool) -> Any:
+        """Evaluate a script: its value, or with `top_level_await` the promise of its
+        {value} envelope. Raises JSError for what the script throws."""
+        return self._ctx.eval_handle(code, promise=top_level_await, filename="eval_script")
+
+    def run_jobs(self) -> None:
+        """Run the microtask queue until it is empty (the guest runs at most 100,000 jobs
+        a call; a long but finite chain of them is not a stuck script)."""
+        while self._ctx.run_pending_jobs() >= _JOBS_PER_CALL:
+            pass
+
+    def promise_state(self, handle: Any) -> int:
+        return self._ctx.promise_state(handle)
+
+    def promise_result(self, handle: Any) -> Any:
+        return self._ctx.promise_result(handle)
+
+    @staticmethod
+    def call(fn: Any, *args: Any) -> Any:
+        """Call a guest function (a handle) with Python strings, numbers or handles."""
+        return fn.call(*args)
+
+    @staticmethod
+    def text(handle: Any) -> str:
+        value = handle.to_python()
+        return value if isinstance(value, str) else ""
+
+    @staticmethod
+    def dispose(*handles: Any) -> None:
+        for handle in handles:
+            if handle is not None:
+                handle.dispose()
+
+    # -- state --
+
+    def memory_bytes(self) -> int:
+        """The size of the guest's linear memory now (0 once closed)."""
+        try:
+            return self._memory.data_len(self._store)
+        except ValueError:
+            return 0
+
+    def near_memory_cap(self) -> bool:
+        """Whether a failure is likely an allocation refused at the memory cap."""
+        return self.memory_bytes() + (1 << 20) >= self.memory_cap
+
+    def close(self) -> None:
+        """Free the wasm instance. Only the thread that used the VM last may call this."""
+        if self.closed:
+            return
+        self.closed = True
+        self._rt.clear_interrupt_handler()
+        self._ctx.close()
+        self._rt.close()

@@ -1,16 +1,22 @@
 """run_js: JavaScript in QuickJS-ng compiled to wasm (quickjs-rs), one fresh VM per run.
 
-Each run gets its own wasm instance (quickjs-rs compiles the module once per process and
-instantiates it per context), so nothing leaks between runs and runs may overlap on one event
-loop. The guest API lives in `prelude.js`; host functions behind it start tool calls and timers
-as tasks (`ToolBridge`) and hand completions back in batches, one guest wake-up per turn of the
-event loop, which is what makes `Promise.all` over many calls cheap.
+Each run gets its own wasm instance, used once and closed, so nothing leaks between runs. The
+guest API lives in `prelude.js`. A run is driven in steps from the caller's event loop:
 
-Timing: a script's run ends when its top level has settled and no call or timer it started is
-left, as in Node; `timeout_seconds` bounds the whole, and when it passes, every call still in
-flight is cancelled before `run` returns. A run executes on a thread of its own with its own
-event loop (`sandbox._loops`), and its tool calls hop back to the caller's loop: a stretch of
-JavaScript that never awaits holds only its own thread, never the server's loop.
+    worker thread: evaluate the script, run its microtasks, `step()`   -> requests, console
+    caller's loop: start the tool calls and timers (`ToolBridge`), wait for completions
+    worker thread: `deliver(completions)`, run microtasks, `step()`    -> ... until done
+
+so the tool calls live on the caller's loop (where the MCP sessions are), and JavaScript that
+computes without awaiting holds only its worker thread (`sandbox._loops`).
+
+Time: `timeout_seconds` bounds the whole run, the description of its final value included.
+Inside the guest the VM's interrupt stops any JavaScript (a loop, a getter, a toJSON, a Proxy
+trap) at the deadline; outside it the caller stops waiting at the deadline plus `GRACE_SECONDS`
+whatever the guest does, retires the worker thread and the VM (never used again), cancels the
+run's calls and answers. Memory: QuickJS's heap limit and a cap on the VM's whole linear memory
+(`sandbox._wasmcall`). Output: values are turned into JSON in the guest, cut at
+`max_output_bytes` and at 100 levels of nesting.
 
 A script that is not valid JavaScript but is valid TypeScript runs with its types removed.
 """
@@ -19,31 +25,31 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import os
 import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from importlib.resources import files
 from typing import Any
 
 import quickjs_rs
-import wasmtime
-from quickjs_rs import UNDEFINED
 
-from sandbox import _jsmodule, _wasmcall
-from sandbox._host import ArtifactBox, ConsoleCapture, ToolBridge
-from sandbox._loops import RunLoops, on_loop
+from sandbox import _jsmodule
+from sandbox._host import ArtifactBox, ConsoleCapture, RunLimitErrors, ToolBridge
+from sandbox._loops import RunThread, RunThreads
+from sandbox._wasmcall import FULFILLED, GUEST_FAILURES, PENDING, REJECTED, GuestVm, JSError, Trap
 from sandbox.result import CallTool, JsLimits, ListTools, OnConsole, RunError, RunResult
 
-_wasmcall.install()  # about 20 µs less per guest call, which a run makes dozens of
+GRACE_SECONDS = 0.5
+"""How long past its deadline a run's answer may wait for a guest that does not stop."""
 
 _PRELUDE = files("sandbox").joinpath("prelude.js").read_text(encoding="utf-8")
 # Compiled through `new Function`, so the prelude's frames read <input> and the user's
 # eval_script: how a stack is placed in the user's own code.
 _BOOT = f"new Function({json.dumps(_PRELUDE)})()"
-_DRAIN = 'await globalThis[Symbol.for("codedesk.drain")]()'
+_BOOT_SECONDS = 5.0
 
 # A frame of the user's code: "at f (eval_script:3:11)" at run time, "at eval_script:2:1"
 # for a syntax error, which has no function around it.
@@ -56,19 +62,17 @@ _KIND_BY_NAME = {
     "ArtifactLimitError": "output",
 }
 
-
-_POOL_SIZE = 3  # ready contexts kept for the default limits
+_POOL_SIZE = 3  # ready VMs kept for the default heap limit
 _DEFAULT_HEAP_MB = JsLimits().heap_memory_max_mb
-_REFILL_PAUSE = 0.02  # seconds; see _refill
-_RUN_THREADS = 8  # runs that may compute at once without slowing each other
+_MAX_RUN_THREADS = 64  # runs computing at once before they share threads
+_FLUSH_SECONDS = 0.25  # after a timeout, for the guest to hand over its last console lines
 
 
 class JsEngine:
     """Runs untrusted JavaScript. Create one per process; `run` is safe to call concurrently.
 
-    A context is used by one run only. A few contexts for the default limits are made ahead on
-    a worker thread (wasm runs there without the GIL), so neither a run nor the event loop
-    pays the ~5 ms of making one, even when runs come back to back.
+    A few VMs for the default heap limit are made ahead on a thread of lower priority (wasm
+    runs there without the GIL), so a run rarely pays the few milliseconds of making one.
     """
 
     def __init__(self, *, pool_size: int = _POOL_SIZE) -> None:
@@ -77,16 +81,16 @@ class JsEngine:
         self._lock = threading.Lock()
         self._closed = False
         self._maker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="js-vm-maker")
-        self._loops = RunLoops(_RUN_THREADS, "js-run")
+        self._threads = RunThreads(_MAX_RUN_THREADS, "js-run")
         _jsmodule.load()  # the compiled guest, from the disk cache (else 0.7 s of compiling)
-        self._refill()
+        self._maker.submit(self._refill)
 
     def close(self) -> None:
-        """Release the contexts made ahead and stop the run threads (runs still going on them
-        are abandoned: close the engine once its runs are done)."""
+        """Release the VMs made ahead and end the run threads (a run still going is abandoned:
+        close the engine once its runs are done)."""
         self._closed = True
         self._maker.shutdown(wait=True)
-        self._loops.close()
+        self._threads.close()
         with self._lock:
             pool, self._pool = self._pool, []
         for vm in pool:
@@ -100,41 +104,20 @@ class JsEngine:
 
     def _refill(self) -> None:
         _yield_to_runs()
-        with self._lock:
-            ready = len(self._pool)
-        if ready >= self._pool_size:
-            return
-        if ready:
-            # Started at a run's end, making a VM would compete with sending that run's result;
-            # while the pool is not empty, let the result go out first.
-            time.sleep(_REFILL_PAUSE)
         while not self._closed:
             with self._lock:
                 if len(self._pool) >= self._pool_size:
                     return
-            vm = _Vm(JsLimits())
+            vm = _Vm(_DEFAULT_HEAP_MB)
             with self._lock:
                 self._pool.append(vm)
 
-    def _take(self, limits: JsLimits) -> _Vm:
-        # A made-ahead VM has the default heap limit; its own timeout (used by plain-script
-        # evaluation) is the default one, so a run with another timeout evaluates as async,
-        # which takes the timeout per call.
-        vm = None
-        if limits.heap_memory_max_mb == _DEFAULT_HEAP_MB:
-            with self._lock:
-                vm = self._pool.pop() if self._pool else None
-        return vm if vm is not None else _Vm(limits)
-
-    def retire(self, vm: _Vm) -> None:
-        """Close a used VM, and make the next, off the event loop and after the run: making
-        one while a run goes would take CPU from it."""
-        if self._closed:
-            vm.close()
-        else:
-            self._maker.submit(vm.close)
-            # One maker thread runs these in turn; a refill finding the pool full returns.
-            self._maker.submit(self._refill)
+    def _take(self, limits: JsLimits) -> _Vm | None:
+        """A VM made ahead for these limits, or None (the run makes its own)."""
+        if limits.heap_memory_max_mb != _DEFAULT_HEAP_MB:
+            return None
+        with self._lock:
+            return self._pool.pop() if self._pool else None
 
     async def run(
         self,
@@ -145,8 +128,9 @@ class JsEngine:
         limits: JsLimits = JsLimits(),
         on_console: OnConsole | None = None,
     ) -> RunResult:
-        """Run `code` (a script body; top-level await allowed) in a fresh context.
+        """Run `code` (a script body; top-level await allowed) in a fresh VM.
 
+        Answers within `limits.timeout_seconds` plus `GRACE_SECONDS`, whatever the script does.
         Never raises for what the script does: the outcome, error kind and place included, is
         in the `RunResult`. Raises `TypeError` for a `code` that is not a string or `limits`
         that are not `JsLimits`, and `asyncio.CancelledError` when the caller is cancelled
@@ -156,40 +140,27 @@ class JsEngine:
             raise TypeError(f"code must be a string, not {type(code).__name__}")
         if not isinstance(limits, JsLimits):
             raise TypeError(f"limits must be JsLimits, not {type(limits).__name__}")
-        caller = asyncio.get_running_loop()
-        thread = self._loops.acquire()
-        try:
-            return await on_loop(thread.loop, self._run_here, code, caller, call_tool, list_tools, limits, on_console)
-        finally:
-            self._loops.release(thread)
-
-    async def _run_here(
-        self,
-        code: str,
-        caller: asyncio.AbstractEventLoop,
-        call_tool: CallTool,
-        list_tools: ListTools,
-        limits: JsLimits,
-        on_console: OnConsole | None,
-    ) -> RunResult:
-        # On a run thread's loop; the tool calls go back to the caller's.
-        async def call_there(server: str, tool: str, args: Any) -> Any:
-            return await on_loop(caller, call_tool, server, tool, args)
-
-        async def list_there(server: str | None) -> Any:
-            return await on_loop(caller, list_tools, server)
-
-        run = _JsRun(code, call_there, list_there, limits, on_console)
+        if self._closed:
+            raise RuntimeError("the JS engine is closed")
+        run = _JsRun(code, limits, on_console, ToolBridge(call_tool, list_tools, limits.max_tool_calls))
+        thread = self._threads.acquire()
         vm = self._take(limits)
         try:
-            return await run.execute(vm)
+            return await run.drive(thread, vm)
         finally:
-            self.retire(vm)
+            if run.abandoned:
+                # The guest has not returned: its thread closes the VM when it does, then ends.
+                self._threads.retire(thread, run.close_vm)
+            else:
+                thread.post(run.close_vm)  # the thread that used the VM closes it, off the answer's path
+                self._threads.release(thread)
+            if not self._closed:
+                self._maker.submit(self._refill)
 
 
 def _yield_to_runs() -> None:
-    """Lower this thread's CPU priority: on a busy machine, making the next context waits
-    for the runs in progress (about 10% off back-to-back runs on two cores)."""
+    """Lower this thread's CPU priority: on a busy machine, making the next VM waits for the
+    runs in progress."""
     try:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
     except (AttributeError, OSError):  # not Linux, or not allowed: run at normal priority
@@ -197,219 +168,329 @@ def _yield_to_runs() -> None:
 
 
 class _Vm:
-    """A fresh context with the guest API installed, waiting for its one run."""
+    """A fresh VM with the guest API installed, waiting for its one run."""
 
-    def __init__(self, limits: JsLimits) -> None:
+    def __init__(self, heap_mb: int) -> None:
         self.run: _JsRun | None = None
-        self.timeout_seconds = limits.timeout_seconds
-        self.rt = quickjs_rs.Runtime(memory_limit=limits.heap_memory_max_mb << 20)
+        self.dead = False  # trapped or aborted: no more calls into it
+        self.guest = GuestVm(heap_mb << 20, self._host)
+        self.step_fn = self.deliver_fn = None
         try:
-            self.ctx = self.rt.new_context(timeout=limits.timeout_seconds)
-            self.ctx.register("__host", self._host, is_async=False)
-            self.ctx.register("__host_next", self._next, is_async=True)
-            with self.ctx.eval_handle(_BOOT) as api:
-                self.settle = api.get("settle")
-                self.finish = api.get("finish")
+            self.guest.deadline = time.monotonic() + _BOOT_SECONDS
+            api = self.guest.eval(_BOOT, top_level_await=False)
+            try:
+                self.step_fn = api.get("step")
+                self.deliver_fn = api.get("deliver")
+            finally:
+                api.dispose()
         except BaseException:
-            self.rt.close()
+            self.close()
             raise
 
-    def _host(self, op: str, a: Any = None, b: Any = None, c: Any = None) -> Any:
+    def _host(self, op: Any = None, a: Any = None, b: Any = None, *_: Any) -> Any:
         run = self.run
-        if run is None:
+        if run is None or run.abandoned:
             return ""
-        if op == "submit":
-            run.submit(a)
-        elif op == "mark":
-            run.touched = True
-        elif op == "console":
+        if op == "console":
             for level, text in json.loads(a):
                 run.console.add(str(level), str(text))
             return "full" if run.console.truncated else ""
-        elif op == "cut":
-            run.console.add_cut(int(a), int(b))
-        elif op == "artifact":
+        if op == "limits":
+            return run.limits.max_output_bytes
+        if op == "artifact":
             return run.artifacts.add(json.loads(a)) or ""
-        elif op == "uncaught":
-            run.uncaught_error(str(a), str(b), str(c or ""))
+        if op == "uncaught":
+            if run.uncaught is None:
+                err = json.loads(a)
+                run.uncaught = _error_from_js(str(err.get("name")), str(err.get("message")), str(err.get("stack") or ""))
         return ""
 
-    async def _next(self, payload: str = "") -> str:
-        run = self.run
-        assert run is not None
-        if payload:
-            sent = json.loads(payload)
-            for level, text in sent.get("console", ()):
-                run.console.add(str(level), str(text))
-            run.submit_ops(sent.get("ops", ()))
-        return await run.bridge.next_events()
-
-    def flush_console(self) -> None:
-        """Send the console lines the guest still holds (also after a failure)."""
-        try:
-            self.finish.call().dispose()
-        except (quickjs_rs.QuickJSError, wasmtime.Trap, wasmtime.WasmtimeError):
-            pass  # a VM that cannot run any more: keep what already arrived
-
     def close(self) -> None:
+        self.run = None
         try:
-            self.settle.dispose()
-            self.finish.dispose()
-            self.ctx.close()
-        except (quickjs_rs.QuickJSError, wasmtime.Trap, wasmtime.WasmtimeError):
-            pass  # a trapped VM: dropping it is all that is left
+            if not self.dead:
+                GuestVm.dispose(self.step_fn, self.deliver_fn)
+        except GUEST_FAILURES:
+            pass  # a VM that cannot run any more: closing it is all that is left
         finally:
-            self.rt.close()
+            self.guest.close()
+
+
+@dataclass
+class _Step:
+    """What one step on the worker thread hands back to the caller's loop."""
+
+    done: bool = False
+    ops: list = field(default_factory=list)
+    outstanding: int = 0
+    value: Any = None
+    error: RunError | None = None
 
 
 class _JsRun:
-    """The state of one run: its console, artifacts and tool bridge."""
+    """One run: its limits, console, artifacts and tool bridge, and the driving of its VM."""
 
-    def __init__(
-        self,
-        code: str,
-        call_tool: CallTool,
-        list_tools: ListTools,
-        limits: JsLimits,
-        on_console: OnConsole | None,
-    ) -> None:
+    def __init__(self, code: str, limits: JsLimits, on_console: OnConsole | None, bridge: ToolBridge) -> None:
         self.code = code
         self.limits = limits
+        self.errors = RunLimitErrors(limits)
         self.console = ConsoleCapture(limits.max_output_bytes, on_console)
         self.artifacts = ArtifactBox(limits.max_artifacts, limits.max_artifact_bytes)
-        self.bridge = ToolBridge(call_tool, list_tools, limits.max_tool_calls)
+        self.bridge = bridge
         self.uncaught: RunError | None = None
-        self.touched = False  # the script used calls, timers or the console
+        self.abandoned = False
+        self.deadline = 0.0
+        self.vm: _Vm | None = None
+        self._top: Any = None  # the script's value, or the promise of its {value} envelope
+        self._is_promise = False
+        self._envelope: Any = None
 
-    def submit(self, ops_json: str) -> None:
-        self.submit_ops(json.loads(ops_json))
+    # -- on the caller's loop --
 
-    def submit_ops(self, ops: list) -> None:
-        for op in ops:
-            kind, rid = op.get("op"), op.get("id")
-            if kind == "call":
-                self.bridge.call(rid, op.get("server"), op.get("tool"), op.get("args"))
-            elif kind == "list":
-                self.bridge.list(rid, op.get("server"))
-            elif kind == "timer":
-                self.bridge.timer(rid, op.get("ms"))
-            elif kind == "clear":
-                self.bridge.clear(rid)
-
-    def uncaught_error(self, name: str, message: str, stack: str) -> None:
-        if self.uncaught is None:
-            self.uncaught = _error_from_js(name, message, stack)
-
-    async def execute(self, vm: _Vm) -> RunResult:
-        limits = self.limits
-        vm.run = self
+    async def drive(self, thread: RunThread, vm: _Vm | None) -> RunResult:
+        self.deadline = time.monotonic() + self.limits.timeout_seconds
+        self.vm = vm
+        error: RunError | None = None
+        value: Any = None
         try:
-            value, error = await self._evaluate(vm, self.code)
-            if error is not None and error.kind == "syntax" and not self.touched:
-                # Not JavaScript: perhaps TypeScript. Nothing has run yet, so the VM is clean.
-                stripped = _strip_typescript(self.code)
-                if stripped is not None:
-                    value, ts_error = await self._evaluate(vm, stripped)
-                    error = _note_typescript(ts_error)
-            if error is not None and self.touched:
-                vm.flush_console()
+            step = await self._on(thread, self._start)
+            while not step.done:
+                for op in step.ops:
+                    self._submit(op)
+                if step.outstanding == 0:
+                    step = _Step(done=True, error=RunError(
+                        kind="thrown",
+                        message="the script awaits a promise that can never settle (no tool call "
+                        "or timer is pending to settle it)"))
+                    break
+                left = self.deadline - time.monotonic()
+                try:
+                    events = await asyncio.wait_for(self.bridge.next_events(), timeout=max(0.0, left))
+                except TimeoutError:
+                    step = await self._on(thread, self._timed_out)
+                    break
+                step = await self._on(thread, self._continue, events)
+            value, error = step.value, step.error
+        except _Overrun:
+            error = self.errors.timeout()
+        except asyncio.CancelledError:
+            self._abandon()
+            raise
         finally:
-            vm.run = None
             await self.bridge.close()
+        return self._result(value, error)
+
+    async def _on(self, thread: RunThread, fn: Any, *args: Any) -> _Step:
+        """Run a step on the worker thread; give up on it at the deadline plus the grace."""
+        left = self.deadline + GRACE_SECONDS - time.monotonic()
+        try:
+            return await thread.call(fn, *args, timeout=left)
+        except TimeoutError:
+            self._abandon()
+            raise _Overrun from None
+
+    def _abandon(self) -> None:
+        self.abandoned = True
+        if self.vm is not None:
+            self.vm.guest.abort()
+
+    def _submit(self, op: Any) -> None:
+        if not isinstance(op, dict):
+            return
+        kind, rid = op.get("op"), op.get("id")
+        if kind == "call":
+            self.bridge.call(rid, op.get("server"), op.get("tool"), op.get("args"))
+        elif kind == "list":
+            self.bridge.list(rid, op.get("server"))
+        elif kind == "timer":
+            self.bridge.timer(rid, op.get("ms"))
+        elif kind == "clear":
+            self.bridge.clear(rid)
+
+    def _result(self, value: Any, error: RunError | None) -> RunResult:
         if error is None and self.uncaught is not None:
             error = self.uncaught
-        if error is None and value is not None:
-            size = len(json.dumps(value, ensure_ascii=False).encode())
-            if size > limits.max_output_bytes:
-                value, error = None, RunError(
-                    kind="output",
-                    message=f"the returned value is {size} bytes, over max_output_bytes="
-                    f"{limits.max_output_bytes}; return a smaller value (a summary, a count, "
-                    f"the first items)",
-                )
+        notes = []
+        if self.bridge.budget_hit and (error is None or error.kind != "call_budget"):
+            notes.append(self.errors.call_budget_note(self.bridge.refused_calls))
         return RunResult(
             status="ok" if error is None else "error",
-            console=self.console.lines(),
+            console=self.console.lines(notes),
             value=value if error is None else None,
             artifacts=list(self.artifacts.blocks),
             error=error,
             tool_calls=self.bridge.tool_calls,
         )
 
-    async def _evaluate(self, vm: _Vm, code: str) -> tuple[Any, RunError | None]:
-        limits, ctx = self.limits, vm.ctx
-        started = time.monotonic()
-        guard = asyncio.timeout(limits.timeout_seconds)
-        try:
-            async with guard:
-                if _needs_async(code) or limits.timeout_seconds != vm.timeout_seconds:
-                    handle = await ctx.eval_handle_async(code, timeout=limits.timeout_seconds)
-                else:
-                    # A script without `await` runs as a plain script: the same value and
-                    # errors, at a fraction of the cost of driving a promise.
-                    handle = ctx.eval_handle(code)
-                with handle:
-                    text = self._settle(vm, handle)
-                    if text is None:
-                        # Calls or timers are pending. Only eval_async may run the guest's
-                        # jobs, which may start more of them: drain, then describe.
-                        left = max(0.001, limits.timeout_seconds - (time.monotonic() - started))
-                        with await ctx.eval_handle_async(_DRAIN, timeout=left):
-                            pass
-                        text = self._settle(vm, handle)
-                    if text is None:
-                        raise quickjs_rs.QuickJSError("the event loop did not drain")
-        except TimeoutError:  # builtins.TimeoutError, from asyncio.timeout: wall time is up
-            return None, _timeout_error(limits)
-        except quickjs_rs.TimeoutError:
-            return None, _timeout_error(limits)
-        except quickjs_rs.MemoryLimitError as exc:
-            return None, _memory_error(exc, limits)
-        except quickjs_rs.DeadlockError:
-            if time.monotonic() - started >= limits.timeout_seconds:
-                # The timeout interrupted a job mid-run (a loop after an await), which leaves
-                # the top-level promise pending: that is the timeout, not a deadlock.
-                return None, _timeout_error(limits)
-            return None, RunError(
-                kind="thrown",
-                message="the script awaits a promise that can never settle (no tool call or "
-                "timer is pending to settle it)",
-            )
-        except quickjs_rs.JSError as exc:
-            return None, _error_from_js(exc.name, exc.message, exc.stack or "")
-        except quickjs_rs.QuickJSError as exc:
-            return None, RunError(kind="internal", message=f"{type(exc).__name__}: {exc}")
-        except wasmtime.Trap as exc:
-            # Deep recursion exhausts the wasm stack before QuickJS's own check can throw.
-            if "call stack exhausted" in str(exc):
-                return None, RunError(
-                    kind="thrown",
-                    message="RangeError: Maximum call stack size exceeded (recursion too deep; "
-                    "use a loop or an explicit stack)",
-                )
-            return None, RunError(kind="internal", message=f"the JS VM trapped: {exc}")
-        if guard.expired():  # the script caught the cancellation and carried on
-            return None, _timeout_error(limits)
-        return json.loads(text).get("value"), None
+    # -- on the worker thread --
 
-    def _settle(self, vm: _Vm, handle: quickjs_rs.Handle) -> str | None:
-        """The value as JSON once nothing is pending, else None. A plain value with nothing
-        else to collect is read directly, without a call into the guest."""
-        if not self.touched:
-            kind = handle.type_of
-            if kind in ("string", "boolean", "null", "undefined") or kind == "number":
-                value = handle.to_python()
-                if value is UNDEFINED:
-                    return "{}"
-                if not (isinstance(value, float) and not math.isfinite(value)):
-                    return json.dumps({"value": value})
-        with vm.settle.call(handle) as settled:
-            text = settled.to_python()
-        return text or None
+    def _start(self) -> _Step:
+        if self.vm is None:
+            try:
+                self.vm = _Vm(self.limits.heap_memory_max_mb)
+            except GUEST_FAILURES as exc:
+                return _Step(done=True, error=RunError(kind="internal", message=f"could not make a JS VM: {exc}"))
+        vm = self.vm
+        vm.run = self
+        vm.guest.deadline = self.deadline
+        try:
+            try:
+                self._evaluate(self.code)
+            except JSError as exc:
+                stripped = _strip_typescript(self.code) if _is_compile_error(exc) else None
+                if stripped is None:
+                    raise
+                # Not JavaScript but TypeScript: nothing has run yet, so the VM is clean.
+                try:
+                    self._evaluate(stripped)
+                except JSError as ts_exc:
+                    return self._failed(ts_exc, typescript=True)
+            return self._settle()
+        except GUEST_FAILURES as exc:
+            return self._failed(exc)
+
+    def _continue(self, events: str) -> _Step:
+        vm = self.vm
+        assert vm is not None
+        try:
+            GuestVm.dispose(GuestVm.call(vm.deliver_fn, events))
+            return self._settle()
+        except GUEST_FAILURES as exc:
+            return self._failed(exc)
+
+    def _timed_out(self) -> _Step:
+        self._flush_console()
+        return _Step(done=True, error=self.errors.timeout())
+
+    def _evaluate(self, code: str) -> None:
+        vm = self.vm
+        assert vm is not None
+        self._is_promise = _needs_async(code)
+        self._top = vm.guest.eval(code, top_level_await=self._is_promise)
+
+    def _settle(self) -> _Step:
+        """Run the microtasks, then ask the guest for its requests, lines and, when nothing is
+        left, its value."""
+        vm = self.vm
+        assert vm is not None
+        guest = vm.guest
+        guest.run_jobs()
+        if time.monotonic() >= self.deadline:
+            return self._timed_out()
+        kind, value = 1, self._top
+        if self._is_promise:
+            if self._envelope is not None:
+                kind, value = 2, self._envelope
+            else:
+                state = guest.promise_state(self._top)
+                if state == FULFILLED:
+                    self._envelope = guest.promise_result(self._top)
+                    kind, value = 2, self._envelope
+                elif state == REJECTED:
+                    kind, value = 3, guest.promise_result(self._top)
+                else:
+                    kind, value = 0, 0
+        reply = guest.call(vm.step_fn, kind, value, self.limits.max_output_bytes)
+        try:
+            text = guest.text(reply)
+        finally:
+            guest.dispose(reply)
+            if kind == 3:
+                guest.dispose(value)
+        return self._read_step(json.loads(text))
+
+    def _read_step(self, out: dict) -> _Step:
+        for level, text in out.get("console", ()):
+            self.console.add(str(level), str(text))
+        cut_bytes, cut_lines = out.get("cut", (0, 0))
+        self.console.add_cut(int(cut_bytes), int(cut_lines))
+        if not out.get("done"):
+            return _Step(ops=list(out.get("ops", ())), outstanding=int(out.get("outstanding", 0)))
+        if "error" in out:
+            err = out["error"]
+            return _Step(done=True, error=self._classify(
+                str(err.get("name")), str(err.get("message")), str(err.get("stack") or "")))
+        if out.get("tooLarge"):
+            return _Step(done=True, error=self.errors.output_value())
+        return _Step(done=True, value=out.get("value"))
+
+    def _classify(self, name: str, message: str, stack: str) -> RunError:
+        vm = self.vm
+        if name == "InternalError" and "interrupted" in message and time.monotonic() >= self.deadline:
+            return self.errors.timeout()
+        if vm is not None and (("out of memory" in message) or (message == "null" and vm.guest.near_memory_cap())):
+            return self.errors.memory()
+        return _error_from_js(name, message, stack)
+
+    def _failed(self, exc: BaseException, *, typescript: bool = False) -> _Step:
+        """The step's outcome after a call into the guest raised."""
+        vm = self.vm
+        assert vm is not None
+        if isinstance(exc, JSError):
+            name, message, stack = (list(exc.args) + ["", "", ""])[:3]
+            error = self._classify(str(name), str(message), str(stack or ""))
+            if typescript:
+                error = _note_typescript(error)
+        elif time.monotonic() >= self.deadline:
+            error = self.errors.timeout()
+        elif vm.guest.near_memory_cap():
+            error = self.errors.memory()
+        elif isinstance(exc, Trap) and "call stack exhausted" in str(exc):
+            error = RunError(kind="thrown", message="RangeError: Maximum call stack size exceeded (recursion "
+                             "too deep; use a loop or an explicit stack)")
+        else:
+            error = RunError(kind="internal", message=f"the JS VM failed: {type(exc).__name__}: {exc}")
+        # After a trap QuickJS's own state may be half-updated; the wasm sandbox still holds,
+        # so one short call for the console lines is safe (it may fail or trap in turn).
+        self._flush_console()
+        if not isinstance(exc, JSError):
+            vm.dead = True
+        return _Step(done=True, error=error)
+
+    def _flush_console(self) -> None:
+        """Take the console lines the guest still holds, allowing it a moment past a deadline."""
+        vm = self.vm
+        if vm is None or vm.dead or self.abandoned:
+            return
+        vm.guest.deadline = time.monotonic() + _FLUSH_SECONDS
+        try:
+            reply = GuestVm.call(vm.step_fn, 0, 0, self.limits.max_output_bytes)
+            try:
+                out = json.loads(GuestVm.text(reply))
+            finally:
+                GuestVm.dispose(reply)
+            for level, text in out.get("console", ()):
+                self.console.add(str(level), str(text))
+            self.console.add_cut(*(int(n) for n in out.get("cut", (0, 0))))
+        except (*GUEST_FAILURES, ValueError, TypeError):
+            pass  # keep what already arrived
+        finally:
+            vm.guest.deadline = self.deadline
+
+    def close_vm(self) -> None:
+        """Free the VM; on the thread that used it, after the run."""
+        vm, self.vm = self.vm, None
+        if vm is None:
+            return
+        try:
+            GuestVm.dispose(self._envelope, self._top)
+        except GUEST_FAILURES:
+            pass
+        self._envelope = self._top = None
+        vm.close()
+
+
+class _Overrun(Exception):
+    """The guest did not return by the run's deadline plus the grace."""
 
 
 def _needs_async(code: str) -> bool:
     return "await" in code
+
+
+def _is_compile_error(exc: JSError) -> bool:
+    name, _message, stack = (list(exc.args) + ["", "", ""])[:3]
+    return name == "SyntaxError" and _COMPILE_FRAME.search(str(stack or "")) is not None
 
 
 def _strip_typescript(code: str) -> str | None:
@@ -422,8 +503,8 @@ def _strip_typescript(code: str) -> str | None:
     return stripped if stripped.strip() and stripped != code else None
 
 
-def _note_typescript(error: RunError | None) -> RunError | None:
-    if error is None or error.line is None:
+def _note_typescript(error: RunError) -> RunError:
+    if error.line is None:
         return error
     return RunError(
         kind=error.kind,
@@ -455,21 +536,4 @@ def _error_from_js(name: str, message: str, stack: str) -> RunError:
         line=line,
         column=column,
         traceback=user_stack or None,
-    )
-
-
-def _timeout_error(limits: JsLimits) -> RunError:
-    return RunError(
-        kind="timeout",
-        message=f"the run took longer than timeout_seconds={limits.timeout_seconds:g}; calls "
-        f"still in flight were cancelled. Do less per run, or raise timeout_seconds (at most "
-        f"600)",
-    )
-
-
-def _memory_error(exc: Exception, limits: JsLimits) -> RunError:
-    return RunError(
-        kind="memory",
-        message=f"the JS heap passed heap_memory_max_mb={limits.heap_memory_max_mb} ({exc}); "
-        f"keep less in memory, or raise heap_memory_max_mb (at most 1024)",
     )

@@ -1,30 +1,36 @@
-// The guest-side API of run_js, compiled once per context with `new Function`, before the
-// user's code runs. Its frames show as <input> in stacks, the user's as eval_script, which is
-// how errors are placed in the user's own code. It returns `describe`, which the host calls on
-// the script's final value.
+// The guest-side API of run_js, compiled once per VM with `new Function`, before the user's
+// code runs. Its frames show as <input> in stacks, the user's as eval_script, which is how
+// errors are placed in the user's own code.
 //
-// Host functions (removed from globalThis here, kept in this closure):
-//   __host(op, a, b, c)  sync: "submit" (a JSON list of {op: "call"|"list"|"timer"|"clear",
-//                        id, ...}), "mark" (the run used calls, timers or the console), "console" (a JSON list of
-//                        [level, text]; returns "full" once the output limit is reached),
-//                        "cut" (bytes, lines dropped here after "full"), "artifact" (JSON;
-//                        returns "" or why not), "uncaught" (name, message, stack: an error
-//                        thrown where nobody can catch it)
-//   __host_next(json)    async; takes "" or {ops, console} (as "submit" and "console"), then
-//                        resolves to a JSON array of completions
+// The host drives the run in steps: it evaluates the script, runs the microtask queue, then
+// calls `step`, which hands over the requests (tool calls, timers) and console lines gathered
+// meanwhile and, once nothing is left to wait for, the script's value as JSON. The host starts
+// the requests, waits for completions, and gives them back with `deliver`. Every call into
+// this file runs under the run's deadline, so a getter, toJSON, Proxy trap or thenable met while
+// describing a value is stopped like any other loop.
+//
+// The one host function (removed from globalThis here, kept in this closure):
+//   __host(op, a, b)  "console" (a JSON list of [level, text]; returns "full" once the output
+//                     limit is reached), "artifact" (JSON; returns "" or why not), "uncaught"
+//                     (a JSON {name, message, stack}: thrown where nobody can catch it),
+//                     "limits" (returns max_output_bytes)
 "use strict";
 const g = globalThis;
 const host = g.__host;
-const hostNext = g.__host_next;
 delete g.__host;
-delete g.__host_next;
-const hostSubmit = (json) => host("submit", json);
-const hostArtifact = (json) => host("artifact", json);
-const hostUncaught = (name, message, stack) => host("uncaught", name, message, stack);
 
 // The script may replace globals; what the API relies on is taken now.
 const stringify = JSON.stringify;
 const parse = JSON.parse;
+const isArray = Array.isArray;
+const objectToString = Object.prototype.toString;
+const WeakMapCtor = WeakMap;
+const MapCtor = Map;
+const SetCtor = Set;
+const ErrorCtor = Error;
+const fromEntries = Object.fromEntries;
+const arrayFrom = Array.from;
+const match = (s, re) => String.prototype.match.call(s, re);
 
 // ---- errors the host names, so an uncaught one is classified by its kind ----
 class BridgeError extends Error {}
@@ -35,76 +41,36 @@ class ArtifactLimitError extends Error {}
 ArtifactLimitError.prototype.name = "ArtifactLimitError";
 const errorTypes = { BridgeError, CallBudgetError, TypeError, Error };
 
-// ---- the event loop: requests go out in one batch per microtask turn ----
+function errorJson(e) {
+  if (e instanceof ErrorCtor) {
+    let stack = "";
+    try {
+      stack = String(e.stack || "");
+    } catch (_) {}
+    return stringify({ name: String(e.name), message: String(e.message), stack });
+  }
+  return stringify({ name: "Error", message: "Uncaught " + inspect(e, 2000), stack: "" });
+}
+
+// ---- requests: gathered until the host's next step, completions come back in `deliver` ----
 let nextId = 1;
+let queue = []; // requests not yet handed to the host
+const pending = new MapCtor(); // id -> {resolve, reject, site} | {timer: true, fn, args, interval, ms}
 let outstanding = 0; // calls, listings and armed timers not yet completed
-let waiting = false; // a hostNext() is in flight
-let queue = [];
-let flushScheduled = false;
-const pending = new Map(); // id -> {resolve, reject} | {timer: true, fn, args, interval, ms}
 
-// The flush waits a few microtask turns, so continuations of the results just delivered
-// (`await` resumes a turn or two later) add their requests to the same crossing.
-function scheduleFlush() {
-  if (!flushScheduled) {
-    flushScheduled = true;
-    Promise.resolve().then().then().then(flush);
-  }
-}
-
-// Tell the host once per run that the script used the event loop or the console, so it
-// settles the run through the guest rather than reading a plain value directly.
-let marked = false;
-function mark() {
-  if (!marked) {
-    marked = true;
-    host("mark");
-  }
-}
-
-function submit(op) {
-  queue.push(op);
-  mark();
-  scheduleFlush();
-}
-
-function cancelled() {
-  // the run was cancelled (timeout): nothing more will arrive
-  waiting = false;
-  outstanding = 0;
-}
-
-function flush() {
-  flushScheduled = false;
-  const ops = queue;
-  queue = [];
-  if (!waiting && outstanding > 0) {
-    // one crossing: the new requests and the waiting console lines go out, then we wait
-    const lines = consoleQueue;
-    consoleQueue = [];
-    consoleQueued = 0;
-    waiting = true;
-    hostNext(stringify({ ops, console: lines })).then(deliver, cancelled);
-    return;
-  }
-  flushConsole();
-  if (ops.length) hostSubmit(stringify(ops));
-  pump();
-}
-
-const drained = []; // resolvers waiting for the event loop to empty
-
-function pump() {
-  if (outstanding === 0 && !waiting) {
-    while (drained.length) drained.pop()();
-  }
-  if (waiting || outstanding === 0) return;
-  waiting = true;
-  hostNext("").then(deliver, cancelled);
+function request(op) {
+  // the caller's stack, so a failure is placed at the user's line, not in this file
+  const site = new ErrorCtor().stack;
+  return new Promise((resolve, reject) => {
+    const id = nextId++;
+    op.id = id;
+    pending.set(id, { resolve, reject, site });
+    outstanding++;
+    queue.push(op);
+  });
 }
 
 function deliver(json) {
-  waiting = false;
   for (const ev of parse(json)) {
     const entry = pending.get(ev.id);
     if (entry === undefined) continue; // a cleared timer that fired anyway
@@ -115,7 +81,7 @@ function deliver(json) {
     pending.delete(ev.id);
     outstanding--;
     if ("error" in ev) {
-      const Type = errorTypes[ev.name] || Error;
+      const Type = errorTypes[ev.name] || ErrorCtor;
       const err = new Type(ev.error);
       err.stack = entry.site;
       entry.reject(err);
@@ -123,19 +89,6 @@ function deliver(json) {
       entry.resolve(ev.ok);
     }
   }
-  scheduleFlush();
-}
-
-function request(op) {
-  // the caller's stack, so a failure is placed at the user's line, not in this file
-  const site = new Error().stack;
-  return new Promise((resolve, reject) => {
-    const id = nextId++;
-    op.id = id;
-    pending.set(id, { resolve, reject, site });
-    outstanding++;
-    submit(op);
-  });
 }
 
 // ---- mcp ----
@@ -144,14 +97,14 @@ function callTool(server, tool, args) {
     return Promise.reject(new TypeError("mcp.callTool(server, tool, args): server and tool must be strings"));
   }
   if (args === undefined) args = {};
-  if (args === null || typeof args !== "object" || Array.isArray(args)) {
+  if (args === null || typeof args !== "object" || isArray(args)) {
     return Promise.reject(new TypeError("mcp.callTool(server, tool, args): args must be an object"));
   }
   let plain;
   try {
     plain = parse(stringify(args));
   } catch (e) {
-    return Promise.reject(new TypeError(`mcp.callTool: args must be JSON-serialisable (${e.message})`));
+    return Promise.reject(new TypeError(`mcp.callTool: args must be JSON-serialisable (${e && e.message})`));
   }
   return request({ op: "call", server, tool, args: plain });
 }
@@ -168,7 +121,7 @@ g.mcp = Object.freeze({ callTool, listTools });
 // ---- timers ----
 function arm(id, entry) {
   outstanding++;
-  submit({ op: "timer", id, ms: entry.ms });
+  queue.push({ op: "timer", id, ms: entry.ms });
 }
 
 function fire(id, entry) {
@@ -178,13 +131,8 @@ function fire(id, entry) {
   try {
     entry.fn(...entry.args);
   } catch (e) {
-    reportUncaught(e);
+    host("uncaught", errorJson(e));
   }
-}
-
-function reportUncaught(e) {
-  if (e instanceof Error) hostUncaught(e.name, e.message, String(e.stack || ""));
-  else hostUncaught("Error", "Uncaught " + inspect(e), "");
 }
 
 function addTimer(fn, ms, args, interval) {
@@ -203,7 +151,7 @@ function clearTimer(id) {
   if (entry === undefined || !entry.timer) return;
   pending.delete(id);
   outstanding--;
-  submit({ op: "clear", id });
+  queue.push({ op: "clear", id });
 }
 
 g.setTimeout = (fn, ms, ...args) => addTimer(fn, ms, args, false);
@@ -211,26 +159,56 @@ g.setInterval = (fn, ms, ...args) => addTimer(fn, ms, args, true);
 g.clearTimeout = clearTimer;
 g.clearInterval = clearTimer;
 
-// ---- console ----
-function jsonish(v) {
-  const seen = new WeakSet();
-  return stringify(v, (k, x) => {
-    if (typeof x === "bigint") return x.toString() + "n";
-    if (typeof x === "function") return `[Function: ${x.name || "anonymous"}]`;
-    if (typeof x === "symbol") return x.toString();
-    if (x === undefined) return k === "" ? undefined : null;
-    if (x instanceof Map) return Object.fromEntries(x);
-    if (x instanceof Set) return [...x];
-    if (x instanceof Error) return `${x.name}: ${x.message}`;
-    if (x !== null && typeof x === "object") {
-      if (seen.has(x)) return "[Circular]";
-      seen.add(x);
+// ---- values as JSON, within a size and a depth ----
+const MAX_DEPTH = 100;
+const DEEP = `[cut: nested deeper than ${MAX_DEPTH} levels]`;
+const TOO_LARGE = {}; // thrown by the replacer once the text would pass its cap
+
+// JSON text of `v` (undefined for undefined), at most about `cap` characters: functions,
+// symbols, bigints, Maps, Sets and Errors are described, a cycle reads "[Circular]", and a
+// value nested deeper than MAX_DEPTH is cut with a marker. Throws TOO_LARGE past the cap.
+function jsonish(v, cap) {
+  const seen = new WeakMapCtor(); // object -> its depth
+  let size = 0;
+  return stringify(v, function (k, x) {
+    size += typeof k === "string" ? k.length + 4 : 4;
+    const depth = (seen.get(this) || 0) + 1;
+    switch (typeof x) {
+      case "bigint":
+        x = x.toString() + "n";
+        break;
+      case "function":
+        x = `[Function: ${x.name || "anonymous"}]`;
+        break;
+      case "symbol":
+        x = x.toString();
+        break;
+      case "undefined":
+        if (k !== "") x = null;
+        break;
+      case "object":
+        if (x === null) break;
+        if (x instanceof MapCtor) x = fromEntries(x);
+        else if (x instanceof SetCtor) x = arrayFrom(x);
+        else if (x instanceof ErrorCtor) x = `${x.name}: ${x.message}`;
+        if (x !== null && typeof x === "object") {
+          if (seen.has(x)) {
+            x = "[Circular]";
+          } else if (depth > MAX_DEPTH) {
+            x = DEEP;
+          } else {
+            seen.set(x, depth);
+          }
+        }
+        break;
     }
+    size += typeof x === "string" ? x.length + 2 : 8;
+    if (size > cap) throw TOO_LARGE;
     return x;
   });
 }
 
-function inspect(v) {
+function inspect(v, cap) {
   switch (typeof v) {
     case "string":
       return v;
@@ -244,36 +222,37 @@ function inspect(v) {
       return v.toString();
     case "object":
       if (v === null) return "null";
-      if (v instanceof Error) return v.stack ? `${v.name}: ${v.message}\n${v.stack}`.trimEnd() : `${v.name}: ${v.message}`;
+      if (v instanceof ErrorCtor) {
+        const text = v.stack ? `${v.name}: ${v.message}\n${v.stack}`.trimEnd() : `${v.name}: ${v.message}`;
+        return String(text);
+      }
       try {
-        return jsonish(v);
+        return jsonish(v, cap);
       } catch (e) {
-        return Object.prototype.toString.call(v);
+        if (e === TOO_LARGE) return `[a value too large to print: over ${cap} bytes]`;
+        return objectToString.call(v);
       }
     default:
       return String(v);
   }
 }
 
-function format(args) {
-  return args.map(inspect).join(" ");
-}
-
-// Lines are batched and sent with the next host crossing (or every 64 KB): one crossing per
-// line would cost more than the printing.
+// ---- console ----
+// Lines go to the host with the next step, or at once past 64 KB; once the host says the
+// output limit is reached, further lines are only counted, for the marker.
 let consoleQueue = [];
 let consoleQueued = 0;
 let consoleFull = false;
 let cutBytes = 0;
 let cutLines = 0;
+let outputCap = 0; // max_output_bytes, asked of the host at the first line
 
+// UTF-8 length without a loop in JavaScript: a line may be megabytes long.
 function utf8Length(s) {
-  let n = s.length;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c >= 0x80) n += c >= 0x800 && (c < 0xd800 || c > 0xdfff) ? 2 : 1;
-  }
-  return n;
+  const two = match(s, /[\u0080-\u07ff]/g);
+  const three = match(s, /[\u0800-\uffff]/g);
+  const halves = match(s, /[\ud800-\udfff]/g);
+  return s.length + (two ? two.length : 0) + 2 * (three ? three.length : 0) - (halves ? halves.length : 0);
 }
 
 function flushConsole() {
@@ -284,26 +263,23 @@ function flushConsole() {
   if (host("console", stringify(lines)) === "full") consoleFull = true;
 }
 
-function finish() {
-  flushConsole();
-  if (cutBytes) host("cut", cutBytes, cutLines);
-  cutBytes = cutLines = 0;
-}
-
 const consoleObj = {};
 for (const level of ["log", "info", "warn", "error", "debug"]) {
   consoleObj[level] = (...args) => {
-    const text = format(args);
+    if (!outputCap) outputCap = Number(host("limits")) || 1;
+    let text = "";
+    for (let i = 0; i < args.length; i++) {
+      if (i) text += " ";
+      text += inspect(args[i], outputCap + 1);
+    }
     if (consoleFull) {
       cutBytes += utf8Length(text) + 1;
       cutLines++;
       return;
     }
-    mark();
     consoleQueue.push([level, text]);
     consoleQueued += text.length;
     if (consoleQueued > 65536) flushConsole();
-    else scheduleFlush();
   };
 }
 consoleObj.trace = consoleObj.debug;
@@ -318,7 +294,7 @@ g.artifact = function artifact(x) {
     throw new TypeError("artifact(): the value is not JSON-serialisable");
   }
   if (json === undefined) throw new TypeError("artifact() takes a string or a content block");
-  const problem = hostArtifact(json);
+  const problem = host("artifact", json);
   if (problem) throw new ArtifactLimitError(problem);
 };
 
@@ -383,34 +359,39 @@ class TextDecoder {
 g.TextEncoder = TextEncoder;
 g.TextDecoder = TextDecoder;
 
-// After the script's top level: wait until no call or timer is left.
-Object.defineProperty(g, Symbol.for("codedesk.drain"), {
-  value: () =>
-    new Promise((resolve) => {
-      drained.push(resolve);
-      if (queue.length) flush();
-      else pump();
-    }),
-});
-
-// ---- the final value, as JSON the host parses: {"value": ...} or {} for undefined ----
-function describe(v) {
-  if (v === undefined) return "{}";
-  try {
-    const text = jsonish(v);
-    if (text !== undefined) return `{"value":${text}}`;
-  } catch (e) {
-    // fall through to a description
+// ---- the host's side of a step ----
+// `kind`: 0 while the top level is pending, 1 with its value, 2 with the {value} envelope of a
+// script that awaited, 3 with the reason it was rejected. Returns JSON:
+//   {ops, console, outstanding}                      work is left: start `ops`, wait, deliver
+//   {done: true, value?} | {done: true, error: ...}  nothing is left: the run's outcome
+function step(kind, v, cap) {
+  const ops = queue;
+  queue = [];
+  const lines = consoleQueue;
+  consoleQueue = [];
+  consoleQueued = 0;
+  const out = { ops, console: lines, cut: [cutBytes, cutLines], outstanding };
+  cutBytes = cutLines = 0;
+  if (kind === 0 || (kind !== 3 && outstanding > 0)) return stringify(out);
+  out.done = true;
+  if (kind === 3) {
+    out.error = parse(errorJson(v));
+    return stringify(out);
   }
-  return stringify({ value: inspect(v) });
-};
-
-// After the top level: send what is left of the console and, when no call or timer is left,
-// the description of the value; "" means work is pending and the host must drain first.
-function settle(v) {
-  finish();
-  if (outstanding > 0 || waiting || queue.length) return "";
-  return describe(v);
+  if (kind === 2) v = v.value;
+  if (v === undefined) return stringify(out);
+  let text;
+  try {
+    text = jsonish(v, cap);
+  } catch (e) {
+    if (e === TOO_LARGE) {
+      out.tooLarge = true;
+      return stringify(out);
+    }
+    text = undefined; // not serialisable: described below
+  }
+  if (text === undefined) text = stringify(inspect(v, cap));
+  return stringify(out).slice(0, -1) + `,"value":${text}}`;
 }
 
-return { settle, finish };
+return { step, deliver };
