@@ -1,0 +1,299 @@
+"""Typed declarations of the capability servers' tools, generated from their JSON schemas.
+
+For `run_js`, TypeScript: one `declare namespace tools.<server>` per server, one function per
+tool taking its argument object and returning (a promise of) its structured result, with every
+field's description as a doc comment. The guest's `tools.<server>.<tool>(args)` matches it: it
+resolves to the result's `structuredContent` and throws a `ToolError` when the call fails, so
+the error branch of an output schema is never part of the return type. For `run_py`, Python
+stubs of the same functions (keyword arguments, blocking).
+
+The text is what the model reads to write a script, so it is complete (no field is elided) and
+plain; a script that uses it type-checks with `tsc --noEmit` against `GUEST_TS_PRELUDE` plus the
+servers' declarations.
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+ToolsByServer = Mapping[str, Sequence[Mapping[str, Any]]]
+"""`{server: [{name, description, inputSchema, outputSchema?}]}`."""
+
+_IDENT = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
+_INDENT = "  "
+
+GUEST_TS_PRELUDE = """\
+/** A content block of a raw MCP result. */
+type ContentBlock = {type: "text", text: string} | {type: "image", data: string, mimeType: string};
+/** The raw result of mcp.callTool. */
+interface CallToolResult { content: ContentBlock[]; isError?: boolean; structuredContent?: any }
+/** Thrown by tools.<server>.<tool>() when the tool answers isError: the server's error object. */
+declare class ToolError extends Error {
+  kind: string; step?: number; field?: string; hint?: string; server: string; tool: string; result: CallToolResult;
+}
+declare const mcp: {
+  callTool(server: string, tool: string, args?: object): Promise<CallToolResult>;
+  listTools(server?: string): Promise<Record<string, {name: string, description: string, inputSchema: object, outputSchema?: object, declaration: string}[]>>;
+  /** The full typed declaration of a server's tools (or one tool), as text. */
+  describe(server: string, tool?: string): Promise<string>;
+};
+/** Attach an image block (or text) to the run's result: the only way an image reaches the model. */
+declare function artifact(x: ContentBlock | string | {type: "image", data: string, mimeType?: string}): void;
+declare const console: {log(...a: any[]): void; info(...a: any[]): void; warn(...a: any[]): void;
+                        error(...a: any[]): void; debug(...a: any[]): void};
+declare function setTimeout(fn: (...a: any[]) => void, ms?: number, ...a: any[]): number;
+declare function clearTimeout(id?: number): void;
+declare function setInterval(fn: (...a: any[]) => void, ms?: number, ...a: any[]): number;
+declare function clearInterval(id?: number): void;
+declare function atob(data: string): string;
+declare function btoa(data: string): string;
+declare class TextEncoder { encode(text?: string): Uint8Array }
+declare class TextDecoder { constructor(label?: string); decode(data?: Uint8Array): string }
+"""
+
+
+def typescript_declarations(tools: ToolsByServer) -> str:
+    """`declare namespace tools.<server> {...}` for every server with known tools."""
+    return "\n".join(typescript_server(server, listed) for server, listed in tools.items() if listed)
+
+
+def typescript_server(server: str, listed: Sequence[Mapping[str, Any]]) -> str:
+    body = "\n".join(_indent(typescript_tool(tool), 1) for tool in listed)
+    return f"declare namespace tools.{_ts_name(server)} {{\n{body}\n}}\n"
+
+
+def typescript_tool(tool: Mapping[str, Any]) -> str:
+    """One tool's function declaration, with its own type aliases for recursive types."""
+    name = tool["name"]
+    args_schema = tool.get("inputSchema") or {"type": "object"}
+    result_schema = success_schema(tool.get("outputSchema"))
+    aliases: dict[str, str] = {}
+    args = _ts(args_schema, args_schema, 0, aliases, _alias_prefix(name))
+    result = _ts(result_schema, result_schema, 0, aliases, _alias_prefix(name)) if result_schema else "any"
+    optional = "" if args_schema.get("required") else "?"
+    doc = _doc(summary(tool.get("description") or ""))
+    lines = [*aliases.values(), doc + f"function {_ts_name(name)}(args{optional}: {args}): Promise<{result}>;"]
+    return "\n".join(line for line in lines if line)
+
+
+def python_stubs(tools: ToolsByServer) -> str:
+    """Python stubs: `class tools: class <server>: def <tool>(*, field: T, ...) -> Result`."""
+    out = ["class tools:"]
+    for server, listed in tools.items():
+        if not listed:
+            continue
+        out.append(f"{_INDENT}class {_py_name(server)}:")
+        for tool in listed:
+            out.append(_indent(python_tool(tool), 2))
+    return "\n".join(out) + "\n"
+
+
+def python_tool(tool: Mapping[str, Any]) -> str:
+    schema = tool.get("inputSchema") or {}
+    props: dict[str, Any] = schema.get("properties") or {}
+    required = set(schema.get("required") or [])
+    params = [f"{_py_name(key)}: {_py(sub, schema, 1)}" + ("" if key in required else " = ...")
+              for key, sub in sorted(props.items(), key=lambda item: item[0] not in required)]
+    result_schema = success_schema(tool.get("outputSchema"))
+    result = _py(result_schema, result_schema, 1) if result_schema else "Any"
+    signature = f"def {_py_name(tool['name'])}({', '.join(['*', *params]) if params else ''}) -> {result}: ..."
+    docs = [f"{key}: {sub['description']}" for key, sub in props.items()
+            if isinstance(sub, dict) and sub.get("description")]
+    doc = "\n".join([summary(tool.get("description") or ""), *docs]).strip()
+    if doc:
+        return f'@staticmethod\n{signature[:-4]}:\n{_INDENT}"""{_escape_py_doc(doc)}"""'
+    return f"@staticmethod\n{signature}"
+
+
+def summary(description: str) -> str:
+    """A tool description's first paragraph: what the tool does. The rest of a long description
+    restates what its declaration already says field by field."""
+    return description.strip().split("\n\n", 1)[0].strip()
+
+
+def success_schema(output: Any) -> dict[str, Any] | None:
+    """The success branch of an output schema (an error branch, `{error: ...}` alone, dropped)."""
+    if not isinstance(output, dict):
+        return None
+    branches = output.get("anyOf") or output.get("oneOf")
+    if isinstance(branches, list):
+        kept = [b for b in branches if not _is_error_branch(b)]
+        if len(kept) == 1:
+            merged = dict(kept[0])
+            if "$defs" in output:
+                merged.setdefault("$defs", output["$defs"])
+            return merged
+        if kept:
+            return {**{k: v for k, v in output.items() if k not in ("anyOf", "oneOf", "type")}, "anyOf": kept}
+    return output
+
+
+def _is_error_branch(schema: Any) -> bool:
+    return (isinstance(schema, dict) and set((schema.get("properties") or {})) == {"error"}
+            and schema.get("required") == ["error"])
+
+
+# ---- TypeScript rendering
+
+ONE_LINE = 100
+"""An object type is written on one line when it fits in this many characters."""
+
+
+def _ts(schema: Any, root: dict[str, Any], depth: int, aliases: dict[str, str], prefix: str,
+        optional: bool = False) -> str:
+    """A TypeScript type for `schema`; multi-line renderings indent their later lines relatively."""
+    if not isinstance(schema, dict):
+        return "any"
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        name = prefix + ref.rsplit("/", 1)[1]
+        if name not in aliases:
+            aliases[name] = ""  # placeholder: a recursive reference resolves to the name
+            target = _pointer(root, ref)
+            aliases[name] = f"type {name} = {_ts(target, root, 0, aliases, prefix)};"
+        return name
+    if "const" in schema:
+        return json.dumps(schema["const"])
+    if isinstance(schema.get("enum"), list):
+        return " | ".join(json.dumps(v) for v in schema["enum"])
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list):
+            branches = [b for b in schema[key] if not (optional and b == {"type": "null"})]
+            parts = list(dict.fromkeys(_ts(b, root, depth, aliases, prefix) for b in branches))
+            if len(parts) == 1:
+                return parts[0]
+            if len(parts) > 3 or any("\n" in p for p in parts) or sum(map(len, parts)) > ONE_LINE:
+                return "\n" + "\n".join("| " + p.replace("\n", "\n  ") for p in parts)
+            return " | ".join(parts)
+    if isinstance(schema.get("allOf"), list):
+        return " & ".join(_ts(s, root, depth, aliases, prefix) for s in schema["allOf"])
+    kinds = _types(schema)
+    if optional and len(kinds) > 1 and "null" in kinds:
+        kinds = [k for k in kinds if k != "null"]
+    if len(kinds) > 1:
+        return " | ".join(dict.fromkeys(_ts({**schema, "type": k}, root, depth, aliases, prefix) for k in kinds))
+    kind = kinds[0] if kinds else ("object" if "properties" in schema else None)
+    if kind in ("string", "boolean", "number", "null"):
+        return kind
+    if kind == "integer":
+        return "number"
+    if kind == "array":
+        item = _ts(schema.get("items", {}), root, depth, aliases, prefix)
+        if "\n" in item:
+            return "Array<" + item.replace("\n", "\n  ") + "\n>"
+        return f"Array<{item}>" if ("|" in item or "&" in item) else f"{item}[]"
+    if kind == "object":
+        props: dict[str, Any] = schema.get("properties") or {}
+        if not props:
+            extra = schema.get("additionalProperties")
+            value = _ts(extra, root, depth + 1, aliases, prefix) if isinstance(extra, dict) else "any"
+            return f"Record<string, {value}>"
+        required = set(schema.get("required") or [])
+        fields = []
+        for key, sub in props.items():
+            label = (key if _IDENT.match(key) else json.dumps(key)) + ("" if key in required else "?")
+            rendered = _ts(sub, root, depth + 1, aliases, prefix, optional=key not in required)
+            doc = _describe(sub) if isinstance(sub, dict) else ""
+            fields.append((label, rendered, doc))
+        one_line = "{" + ", ".join(f"{label}: {rendered}" for label, rendered, _ in fields) + "}"
+        if not any(doc for *_, doc in fields) and "\n" not in one_line and len(one_line) <= ONE_LINE:
+            return one_line
+        lines = []
+        for label, rendered, doc in fields:
+            comment = f"  // {doc}" if doc else ""
+            lines.append(f"{label}: {rendered};{comment}".replace("\n", "\n  "))
+        return "{\n" + "\n".join("  " + line for line in lines) + "\n}"
+    return "any"
+
+
+def _describe(schema: dict[str, Any]) -> str:
+    text = " ".join((schema.get("description") or "").split())
+    if "default" in schema and schema["default"] not in (None, {}, []) and "default" not in text.lower():
+        text = (text.rstrip(".") + "; " if text else "") + f"default {json.dumps(schema['default'])}"
+    return text
+
+
+def _doc(text: str) -> str:
+    text = text.strip().replace("*/", "* /")
+    if not text:
+        return ""
+    if "\n" not in text and len(text) < 100:
+        return f"/** {text} */\n"
+    return "/**\n" + "\n".join(f" * {line}".rstrip() for line in text.splitlines()) + "\n */\n"
+
+
+def _indent(text: str, level: int) -> str:
+    pad = _INDENT * level
+    return "\n".join(pad + line if line.strip() else line for line in text.splitlines())
+
+
+def _pointer(root: dict[str, Any], ref: str) -> Any:
+    target: Any = root
+    for part in ref[2:].split("/"):
+        target = target.get(part) if isinstance(target, dict) else None
+    return target
+
+
+def _types(schema: dict[str, Any]) -> list[str]:
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return [str(k) for k in kind]
+    return [kind] if isinstance(kind, str) else []
+
+
+def _ts_name(name: str) -> str:
+    return name if _IDENT.match(name) else re.sub(r"\W", "_", name)
+
+
+def _alias_prefix(tool: str) -> str:
+    return "".join(part.capitalize() for part in re.split(r"\W|_", tool) if part) + "_"
+
+
+# ---- Python rendering
+
+
+def _py(schema: Any, root: dict[str, Any], depth: int) -> str:
+    if not isinstance(schema, dict):
+        return "Any"
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        return f"'{ref.rsplit('/', 1)[1]}'" if depth > 6 else _py(_pointer(root, ref), root, depth + 1)
+    if "const" in schema:
+        return f"Literal[{schema['const']!r}]"
+    if isinstance(schema.get("enum"), list):
+        return f"Literal[{', '.join(repr(v) for v in schema['enum'])}]"
+    for key in ("anyOf", "oneOf"):
+        if isinstance(schema.get(key), list):
+            return " | ".join(dict.fromkeys(_py(s, root, depth + 1) for s in schema[key]))
+    kinds = _types(schema)
+    if len(kinds) > 1:
+        return " | ".join(dict.fromkeys(_py({**schema, "type": k}, root, depth) for k in kinds))
+    kind = kinds[0] if kinds else ("object" if "properties" in schema else None)
+    simple = {"string": "str", "boolean": "bool", "number": "float", "integer": "int", "null": "None"}
+    if kind in simple:
+        return simple[kind]
+    if kind == "array":
+        return f"list[{_py(schema.get('items', {}), root, depth + 1)}]"
+    if kind == "object":
+        props: dict[str, Any] = schema.get("properties") or {}
+        if not props:
+            extra = schema.get("additionalProperties")
+            return f"dict[str, {_py(extra, root, depth + 1) if isinstance(extra, dict) else 'Any'}]"
+        required = set(schema.get("required") or [])
+        fields = [f"{key!r}: {_py(sub, root, depth + 1)}" + ("" if key in required else " (optional)")
+                  for key, sub in props.items()]
+        return "{" + ", ".join(fields) + "}"
+    return "Any"
+
+
+def _py_name(name: str) -> str:
+    clean = re.sub(r"\W", "_", name)
+    return clean + "_" if keyword.iskeyword(clean) else clean
+
+
+def _escape_py_doc(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
