@@ -232,10 +232,12 @@ def test_local_test_page_still_loads(run_page, pages_server):
 
 
 @needs_root
-def test_refused_navigation_sends_no_request(run_page, metadata_server):
-    """Refused means nothing reaches the address, not merely an error after loading it."""
+def test_refused_navigation_sends_no_request(run_page, metadata_server, browser_desktop):
+    """Refused means nothing reaches the address, not merely an error after loading it (with a
+    firewall that would let it through, so the browser server's check alone is tested)."""
     before = len(metadata_server.hits)
-    run = run_page([{"type": "navigate", "params": {"url": metadata_server.url}}], tab=TAB)
+    with firewall(browser_desktop.info.uid, EgressPolicy.parse(allow=[f"{METADATA}/32"])):
+        run = run_page([{"type": "navigate", "params": {"url": metadata_server.url}}], tab=TAB)
     assert run.is_error and "is not opened" in run.body["error"]
     assert len(metadata_server.hits) == before
 
@@ -319,3 +321,22 @@ def test_clipboard_owner_does_not_inherit_the_servers_environment(browser_deskto
                 leaked.append((proc.info["pid"], proc.info["name"]))
         assert owners, "no xclip owning the clipboard as the desktop user was found"
         assert not leaked, f"the server's CODEDESK_TOKEN reached desktop processes: {leaked}"
+
+
+@needs_root
+def test_tab_is_not_reopened_at_a_refused_url(browser_desktop, browser_kit, metadata_server):
+    """A tab remembered at a refused URL (a page went there by itself) reopens blank, not there,
+    also where no firewall would stop it (here one that allows the address)."""
+    state = Path(browser_desktop.data_dir) / "browser" / "tabs.json"
+    state.parent.mkdir(exist_ok=True)
+    saved = json.loads(state.read_text()) if state.exists() else {"tabs": {}}
+    saved["tabs"]["egress-restore"] = {"target": "", "url": metadata_server.url}
+    state.write_text(json.dumps(saved))
+    before = len(metadata_server.hits)
+    with firewall(browser_desktop.info.uid, EgressPolicy.parse(allow=[f"{METADATA}/32"])), \
+            browser_kit.BrowserServer(browser_desktop.env) as server:
+        run = browser_kit.read(server.call("browser_execute", {
+            "operations": [{"type": "url", "params": {}}], "tab": "egress-restore", "close": True}))
+    assert not run.is_error, run.summary
+    assert run.result(1)["url"] == "about:blank"
+    assert len(metadata_server.hits) == before
