@@ -197,6 +197,8 @@ class _Vm:
             return "full" if run.console.truncated else ""
         if op == "limits":
             return run.limits.max_output_bytes
+        if op == "count":
+            return len(str(a).encode("utf-8", "replace"))
         if op == "artifact":
             return run.artifacts.add(json.loads(a)) or ""
         if op == "uncaught":
@@ -416,9 +418,11 @@ class _JsRun:
 
     def _classify(self, name: str, message: str, stack: str) -> RunError:
         vm = self.vm
-        if name == "InternalError" and "interrupted" in message and time.monotonic() >= self.deadline:
+        if time.monotonic() >= self.deadline:  # interrupted, or failed while reading what was thrown
             return self.errors.timeout()
-        if vm is not None and (("out of memory" in message) or (message == "null" and vm.guest.near_memory_cap())):
+        if name == "InternalError" and ("out of memory" in message or "string too long" in message):
+            return self.errors.memory()
+        if vm is not None and message == "null" and vm.guest.near_memory_cap():
             return self.errors.memory()
         return _error_from_js(name, message, stack)
 

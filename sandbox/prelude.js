@@ -13,7 +13,7 @@
 //   __host(op, a, b)  "console" (a JSON list of [level, text]; returns "full" once the output
 //                     limit is reached), "artifact" (JSON; returns "" or why not), "uncaught"
 //                     (a JSON {name, message, stack}: thrown where nobody can catch it),
-//                     "limits" (returns max_output_bytes)
+//                     "limits" (returns max_output_bytes), "count" (a string's UTF-8 length)
 "use strict";
 const g = globalThis;
 const host = g.__host;
@@ -30,7 +30,6 @@ const SetCtor = Set;
 const ErrorCtor = Error;
 const fromEntries = Object.fromEntries;
 const arrayFrom = Array.from;
-const match = (s, re) => String.prototype.match.call(s, re);
 
 // ---- errors the host names, so an uncaught one is classified by its kind ----
 class BridgeError extends Error {}
@@ -247,12 +246,16 @@ let cutBytes = 0;
 let cutLines = 0;
 let outputCap = 0; // max_output_bytes, asked of the host at the first line
 
-// UTF-8 length without a loop in JavaScript: a line may be megabytes long.
+// UTF-8 length: counted here for a short line, by the host for a long one (a loop over
+// megabytes in JavaScript, or a regular expression, would take seconds).
 function utf8Length(s) {
-  const two = match(s, /[\u0080-\u07ff]/g);
-  const three = match(s, /[\u0800-\uffff]/g);
-  const halves = match(s, /[\ud800-\udfff]/g);
-  return s.length + (two ? two.length : 0) + 2 * (three ? three.length : 0) - (halves ? halves.length : 0);
+  if (s.length > 1024) return Number(host("count", s));
+  let n = s.length;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0x80) n += c >= 0x800 && (c < 0xd800 || c > 0xdfff) ? 2 : 1;
+  }
+  return n;
 }
 
 function flushConsole() {

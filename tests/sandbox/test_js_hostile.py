@@ -1,0 +1,267 @@
+"""run_js against hostile scripts: every limit holds whatever the script does.
+
+Each case runs with a short timeout and must answer within that timeout plus one second with
+the right error kind; a trivial run right after must answer at once and see nothing the hostile
+run left behind. Cases that once crashed the process inside wasmtime run 20 times, each time
+in a fresh engine in a subprocess, so a crash fails the test instead of killing pytest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from sandbox import JsEngine, JsLimits
+
+pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parents[2]
+LEAK = "globalThis.leaked = 'hostile';\n"
+
+# (id, code, limits, expected kind). A kind of None means the run must end `ok`.
+CASES: list[tuple[str, str, dict, str | None]] = [
+    # loops where the runtime calls back into guest code
+    ("tojson-loop", "({toJSON() { for (;;) {} }})", {"timeout_seconds": 1}, "timeout"),
+    ("tojson-slow-5s", "({toJSON() { const t = Date.now(); while (Date.now() - t < 5000) {} return 1 }})",
+     {"timeout_seconds": 1}, "timeout"),
+    ("nested-tojson-loop", "({a: [1, {b: {toJSON() { for (;;) {} }}}]})", {"timeout_seconds": 1}, "timeout"),
+    ("getter-loop", "({get x() { for (;;) {} }})", {"timeout_seconds": 1}, "timeout"),
+    ("array-getter-loop", "const a = [1, 2]; Object.defineProperty(a, 1, {get() { for (;;) {} }}); a",
+     {"timeout_seconds": 1}, "timeout"),
+    ("proxy-get-loop", "new Proxy({a: 1}, {get() { for (;;) {} }})", {"timeout_seconds": 1}, "timeout"),
+    ("proxy-ownkeys-loop", "new Proxy({a: 1}, {ownKeys() { for (;;) {} }})", {"timeout_seconds": 1}, "timeout"),
+    ("proxy-descriptor-loop", "new Proxy({a: 1}, {getOwnPropertyDescriptor() { for (;;) {} }})",
+     {"timeout_seconds": 1}, "timeout"),
+    ("proxy-isarray-revoked", "const r = Proxy.revocable([], {}); r.revoke(); [r.proxy]", {"timeout_seconds": 1},
+     None),
+    ("thenable-loop", "await {then() { for (;;) {} }}", {"timeout_seconds": 1}, "timeout"),
+    ("thenable-last-value-is-not-called", "({then(resolve) { for (;;) {} }})", {"timeout_seconds": 1}, None),
+    ("await-thenable-chain", "let n = 0; const t = {then(r) { n++; r(n < 1e9 ? t : 0) }}; await t",
+     {"timeout_seconds": 1}, "timeout"),
+    ("console-tojson-loop", "console.log({toJSON() { for (;;) {} }})", {"timeout_seconds": 1}, "timeout"),
+    ("console-getter-loop", "console.log({get x() { for (;;) {} }})", {"timeout_seconds": 1}, "timeout"),
+    ("console-tostring-loop", "console.log(String({toString() { for (;;) {} }}))", {"timeout_seconds": 1}, "timeout"),
+    ("console-valueof-loop", "console.log(1 + {valueOf() { for (;;) {} }})", {"timeout_seconds": 1}, "timeout"),
+    ("console-toprimitive-loop", "console.log(`${{[Symbol.toPrimitive]() { for (;;) {} }}}`)",
+     {"timeout_seconds": 1}, "timeout"),
+    ("artifact-tojson-loop", "artifact({toJSON() { for (;;) {} }})", {"timeout_seconds": 1}, "timeout"),
+    ("calltool-args-getter-loop", "await mcp.callTool('t', 'echo', {get x() { for (;;) {} }})",
+     {"timeout_seconds": 1}, "timeout"),
+    ("error-name-getter-loop", "throw {get name() { for (;;) {} }, message: 'm'}", {"timeout_seconds": 1}, "timeout"),
+    ("thrown-error-getter-loop", "const e = new Error('x'); Object.defineProperty(e, 'message', {get() { for (;;) {} }}); throw e",
+     {"timeout_seconds": 1}, "timeout"),
+    ("timer-callback-loop", "setTimeout(() => { for (;;) {} }, 0); 1", {"timeout_seconds": 1}, "timeout"),
+    ("microtask-loop", "Promise.resolve().then(() => { for (;;) {} }); 1", {"timeout_seconds": 1}, "timeout"),
+    ("endless-microtasks", "function f() { Promise.resolve().then(f) } f(); 1", {"timeout_seconds": 1}, "timeout"),
+    ("busy-loop-after-await", "await null; for (;;) {}", {"timeout_seconds": 1}, "timeout"),
+    ("catch-loop-after-hang", "try { await mcp.callTool('t', 'hang', {}) } finally { for (;;) {} }",
+     {"timeout_seconds": 1}, "timeout"),
+    # memory
+    ("string-bomb", "let a = []; while (true) a.push('x'.repeat(1 << 20))",
+     {"heap_memory_max_mb": 16, "timeout_seconds": 20}, "memory"),
+    ("rope-bomb", "let s = 'x'; while (true) s = s + s", {"heap_memory_max_mb": 16, "timeout_seconds": 20}, "memory"),
+    ("concat-bomb", "let a = []; for (let i = 0; ; i++) a.push('item ' + i + 'x'.repeat(100))",
+     {"heap_memory_max_mb": 16, "timeout_seconds": 20}, "memory"),
+    ("array-of-arrays", "let a = []; while (true) a.push([a.length, [a.length]])",
+     {"heap_memory_max_mb": 16, "timeout_seconds": 20}, "memory"),
+    ("map-growth", "const m = new Map(); for (let i = 0; ; i++) m.set(i, 'v' + i)",
+     {"heap_memory_max_mb": 16, "timeout_seconds": 20}, "memory"),
+    ("set-growth", "const s = new Set(); for (let i = 0; ; i++) s.add('k' + i)",
+     {"heap_memory_max_mb": 16, "timeout_seconds": 20}, "memory"),
+    ("typed-array-bomb", "let a = []; while (true) a.push(new Uint8Array(1 << 20))",
+     {"heap_memory_max_mb": 16, "timeout_seconds": 20}, "memory"),
+    ("huge-typed-array", "new Float64Array(2 ** 27).length", {"heap_memory_max_mb": 16, "timeout_seconds": 20},
+     "memory"),
+    ("arraybuffer-bomb", "let a = []; while (true) a.push(new ArrayBuffer(4 << 20))",
+     {"heap_memory_max_mb": 16, "timeout_seconds": 20}, "memory"),
+    ("string-bomb-after-await", "await null; let a = []; while (true) a.push('y'.repeat(1 << 20))",
+     {"heap_memory_max_mb": 16, "timeout_seconds": 20}, "memory"),
+    # recursion and regular expressions
+    ("deep-recursion", "function f() { return f() + 1 } f()", {"timeout_seconds": 5}, "thrown"),
+    ("regex-backtracking", "/^(a+)+$/.test('a'.repeat(40) + 'b')", {"timeout_seconds": 1}, "timeout"),
+    # timers and microtasks
+    ("interval-flood", "for (let i = 0; i < 10000; i++) setInterval(() => {}, 0); await new Promise(() => setTimeout(() => {}, 1e7))",
+     {"timeout_seconds": 1}, "timeout"),
+    ("timer-storm", "function go() { setTimeout(go, 0); setTimeout(go, 0) } go(); 1", {"timeout_seconds": 1}, "timeout"),
+    # output
+    ("console-flood-short", "for (;;) console.log('abc')", {"timeout_seconds": 1}, "timeout"),
+    ("console-megabyte-lines", "for (let i = 0; i < 100; i++) console.log('x'.repeat(1 << 20)); 'done'",
+     {"timeout_seconds": 10}, None),
+    ("huge-return-string", "'x'.repeat(8 << 20)", {"timeout_seconds": 5}, "output"),
+    ("sparse-array-return", "const a = []; a.length = 2 ** 32 - 1; a", {"timeout_seconds": 5}, "output"),
+    ("deep-return-value", "let d = {}; for (let i = 0; i < 1e5; i++) d = {d}; d", {"timeout_seconds": 5}, None),
+    ("cyclic-return-value", "const o = {a: [1]}; o.self = o; o.a.push(o); o", {"timeout_seconds": 5}, None),
+    ("wide-return-object", "const o = {}; for (let i = 0; i < 3e5; i++) o['k' + i] = i; o", {"timeout_seconds": 5},
+     "output"),
+    ("console-huge-object", "const o = []; for (let i = 0; i < 3e5; i++) o.push({i}); console.log(o); 1",
+     {"timeout_seconds": 5}, None),
+    # tool calls
+    ("huge-tool-args", "await mcp.callTool('t', 'echo', {x: 'x'.repeat(40 << 20)})",
+     {"heap_memory_max_mb": 16, "timeout_seconds": 5}, "memory"),
+    ("call-budget-then-busy-loop",
+     "for (let i = 0; i < 1100; i++) { try { await mcp.callTool('nope', 'x', {i}) } catch (e) {} }\nfor (;;) {}",
+     {"timeout_seconds": 2}, "timeout"),
+    ("call-budget-then-hang",
+     "for (let i = 0; i < 1100; i++) { try { await mcp.callTool('nope', 'x', {i}) } catch (e) {} }\n"
+     "await new Promise(r => setTimeout(r, 1e7))", {"timeout_seconds": 2}, "timeout"),
+    ("never-settles", "await new Promise(() => {})", {"timeout_seconds": 5}, "thrown"),
+]
+
+
+@pytest.mark.parametrize(("code", "limits", "kind"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+async def test_hostile_script_answers_in_time_with_its_error_kind(js_engine, tools, code, limits, kind):
+    """A hostile script ends within its timeout plus one second with the right kind, and the
+    next run answers at once in a clean VM."""
+    started = time.monotonic()
+    result = await js_engine.run(LEAK + code, **tools.kwargs(), limits=JsLimits(**limits))
+    took = time.monotonic() - started
+    assert took <= limits.get("timeout_seconds", 60) + 1, f"answered after {took:.1f} s"
+    if kind is None:
+        assert result.status == "ok", result.error
+    else:
+        assert result.status == "error" and result.error.kind == kind, result.error or result.value
+    started = time.monotonic()
+    after = await js_engine.run("[typeof leaked, 1 + 1]", **tools.kwargs())
+    assert time.monotonic() - started <= 1.0
+    assert after.status == "ok" and after.value == ["undefined", 2]
+
+
+async def test_deep_value_is_cut_with_a_marker(js_engine, tools):
+    """A value nested deeper than JSON can sensibly carry comes back cut, and says so."""
+    result = await js_engine.run("let d = 0; for (let i = 0; i < 1e5; i++) d = [d]; d", **tools.kwargs())
+    assert result.status == "ok"
+    depth, node = 0, result.value
+    while isinstance(node, list):
+        node, depth = node[0], depth + 1
+    assert depth <= 100 and "nested deeper than" in node
+
+
+async def test_long_but_finite_for_await_completes(js_engine, tools):
+    """A for-await over 100,000 items is finite work: it completes, not 'never settles'."""
+    result = await js_engine.run(
+        "async function* g() { for (let i = 0; i < 100000; i++) yield i }\n"
+        "let n = 0; for await (const x of g()) n += 1; n", **tools.kwargs(), limits=JsLimits(timeout_seconds=30))
+    assert result.status == "ok", result.error
+    assert result.value == 100000
+
+
+async def test_a_million_microtasks_complete(js_engine, tools):
+    """A chain of a million awaits is long but finite: it completes."""
+    result = await js_engine.run("let n = 0; for (let i = 0; i < 1e6; i++) { await null; n++ } n",
+                                 **tools.kwargs(), limits=JsLimits(timeout_seconds=30))
+    assert result.status == "ok", result.error
+    assert result.value == 1_000_000
+
+
+async def test_swallowed_call_budget_error_is_reported(js_engine, tools):
+    """A script that catches CallBudgetError still tells the model the budget ran out."""
+    result = await js_engine.run(
+        "for (let i = 0; i < 5; i++) { try { await mcp.callTool('t', 'echo', {i}) } catch (e) {} }\n'ok'",
+        **tools.kwargs(), limits=JsLimits(max_tool_calls=3))
+    assert result.status == "ok" and result.value == "ok"
+    assert result.tool_calls == 3
+    assert "call budget spent: 2 tool call(s) were refused" in result.console[-1].text
+    assert "max_tool_calls" in result.console[-1].text
+
+
+async def test_console_flood_keeps_its_head_and_counts_the_rest(js_engine, tools):
+    """Megabyte lines past the output limit are counted, not kept, and the run still ends ok."""
+    result = await js_engine.run(
+        "for (let i = 0; i < 20; i++) console.log('x'.repeat(1 << 20)); 'done'",
+        **tools.kwargs(), limits=JsLimits(timeout_seconds=10, max_output_bytes=1000))
+    assert result.status == "ok" and result.value == "done"
+    assert len(result.console[0].text) == 999
+    assert "output truncated" in result.console[-1].text
+
+
+async def test_hostile_runs_at_once_do_not_delay_a_trivial_one(js_engine, tools):
+    """Eight runs stuck in loops, getters and toJSON at once leave a ninth, trivial run
+    answering within a second."""
+    hostile = ["for (;;) {}", "({toJSON() { for (;;) {} }})", "({get x() { for (;;) {} }})",
+               "new Proxy({}, {ownKeys() { for (;;) {} }})", "await null; for (;;) {}",
+               "console.log({toJSON() { for (;;) {} }})", "/^(a+)+$/.test('a'.repeat(40) + 'b')",
+               "setTimeout(() => { for (;;) {} }, 0)"]
+    runs = [asyncio.create_task(js_engine.run(code, **tools.kwargs(), limits=JsLimits(timeout_seconds=3)))
+            for code in hostile]
+    await asyncio.sleep(0.5)
+    started = time.monotonic()
+    trivial = await js_engine.run("1 + 1", **tools.kwargs())
+    assert time.monotonic() - started <= 1.0
+    assert trivial.value == 2
+    results = await asyncio.gather(*runs)
+    assert [r.error.kind for r in results] == ["timeout"] * 8
+
+
+async def test_a_guest_stuck_past_the_grace_is_abandoned_and_its_vm_never_reused(tools):
+    """When the guest does not stop (one C builtin looping), the run still answers by its
+    deadline plus the grace, and the engine's next runs get fresh threads and VMs."""
+    with JsEngine(pool_size=1) as engine:
+        started = time.monotonic()
+        # join() of a huge sparse array loops inside one builtin, which polls no interrupt.
+        result = await engine.run("const a = []; a.length = 2 ** 26; a.join('').length", **tools.kwargs(),
+                                  limits=JsLimits(timeout_seconds=0.5))
+        assert time.monotonic() - started <= 1.5
+        assert result.error.kind == "timeout"
+        for _ in range(3):
+            again = await engine.run("[typeof a, 2 + 2]", **tools.kwargs())
+            assert again.value == ["undefined", 4]
+
+
+# ---- crashes: fresh engines in subprocesses, 20 times each ----
+
+_CRASH_CASES = """
+import asyncio, os, sys
+from sandbox import JsEngine, JsLimits
+
+async def call_tool(server, tool, args):
+    if tool == "hang":
+        await asyncio.sleep(3600)
+    await asyncio.sleep(0)
+    raise LookupError(f"unknown server {server!r}")
+
+async def list_tools(server):
+    return {}
+
+FLOOD = "for (let i = 0; i < 1100; i++) { try { await mcp.callTool('nope', 'x', {i}) } catch (e) {} }\\n"
+TAILS = ["for (;;) {}", "await mcp.callTool('t', 'hang', {})", "await new Promise(r => setTimeout(r, 1e7))",
+         "try { await new Promise(r => setTimeout(r, 1e7)) } finally { for (;;) {} }"]
+
+async def main():
+    kw = {"call_tool": call_tool, "list_tools": list_tools}
+    engine = JsEngine()
+    limits = JsLimits(timeout_seconds=0.7)
+    runs = [engine.run(FLOOD + tail, **kw, limits=limits) for tail in TAILS]
+    runs += [engine.run("({toJSON() { for (;;) {} }})", **kw, limits=limits) for _ in range(2)]
+    results = await asyncio.gather(*runs)
+    kinds = sorted({r.error.kind for r in results})
+    after = await engine.run("1 + 1", **kw)
+    engine.close()
+    print(kinds, after.value)
+
+asyncio.run(main())
+"""
+
+
+def _crash_round(_: int) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-X", "faulthandler", "-c", _CRASH_CASES], cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+
+
+def test_call_budget_floods_and_timeouts_never_crash_the_process():
+    """Call-budget floods ending in timeouts, with other runs timing out beside them, ran 20
+    times in fresh engines: no segfault or abort inside wasmtime, every run answered."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        rounds = list(pool.map(_crash_round, range(20)))
+    for done in rounds:
+        assert done.returncode == 0, textwrap.shorten(done.stderr, 3000)
+        assert done.stdout.strip() == "['call_budget', 'timeout'] 2" or done.stdout.strip() == "['timeout'] 2", done.stdout
+
