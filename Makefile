@@ -4,8 +4,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 HTTP ?= 127.0.0.1:8765
 STAMP := $(VENV)/.codedesk-installed
+# The extras installed with codedesk: the tests' (the image installs none: `make venv EXTRAS=`).
+EXTRAS ?= [test]
+IMAGE ?= codedesk:latest
 
-.PHONY: install system test up down status bench clean
+.PHONY: install system venv test up down status bench clean image image-test
 
 install: system $(STAMP)
 
@@ -16,12 +19,15 @@ system:
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.$(EXTRAS)'
 	# Byte-compile codedesk: capability servers run as the desktop user, who cannot write here.
 	$(PY) -m compileall -q capabilities runtime sandbox
 	# Compile the wasm engines once, here, never inside a request.
 	$(PY) -m sandbox.warm
 	touch $(STAMP)
+
+# The virtualenv alone (no system packages): what the image's build stage runs.
+venv: $(STAMP)
 
 test: install
 	$(PY) -m pytest
@@ -41,3 +47,11 @@ bench: install
 
 clean:
 	rm -rf $(VENV) .pytest_cache
+
+# The container image ($(IMAGE)); builds a Debian base from packages when none can be pulled.
+image:
+	bash desktop-image/build-image.sh $(IMAGE)
+
+# The image, then its smoke test against a running container (tests/container/).
+image-test: install image
+	CODEDESK_IMAGE=$(IMAGE) $(PY) -m pytest tests/container/test_image.py -v

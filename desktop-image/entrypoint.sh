@@ -1,33 +1,67 @@
 #!/usr/bin/env bash
-# The container's entrypoint: start the desktop session on /data, then the runtime over HTTP
-# with a bearer token ($CODEDESK_TOKEN, or a random one printed below). Stops the session when
-# the container is stopped.
+# The container's entrypoint (run as root under tini, which reaps every orphan):
+#
+# 1. the runtime, `codedesk serve --http 0.0.0.0:$CODEDESK_HTTP_PORT`, as its own unprivileged
+#    user (`codedesk`), started first so it answers run_js while the desktop starts;
+#    bearer token $CODEDESK_TOKEN, or a random one printed below;
+# 2. the desktop session on /data (`codedesk desktop up`): its supervisor stays root, as the
+#    launcher that starts, watches and reaps the session's parts under their users, and starts
+#    capability servers as the desktop user for the runtime (spawn service, a unix socket only
+#    the runtime's user can reach);
+# 3. on SIGTERM (docker stop): the runtime stops, then `desktop down` closes Chromium cleanly
+#    (its profile on /data is flushed) and stops the rest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DATA="${CODEDESK_DATA:-/data}"
 HTTP_PORT="${CODEDESK_HTTP_PORT:-8765}"
 VIEWER_PORT="${CODEDESK_VIEWER_PORT:-6080}"
+RUNTIME_USER="${CODEDESK_RUNTIME_USER:-codedesk}"
 if [ -z "${CODEDESK_TOKEN:-}" ]; then
-  CODEDESK_TOKEN="$(.venv/bin/python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+  CODEDESK_TOKEN="$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')"
+  echo "CODEDESK_TOKEN was not set; this container's token: ${CODEDESK_TOKEN}"
 fi
-export CODEDESK_TOKEN CODEDESK_DATA="$DATA"
+# The spawn service: the supervisor listens there, for the runtime's user only.
+export CODEDESK_TOKEN CODEDESK_DATA="$DATA" \
+  CODEDESK_SPAWN_SOCKET=/run/codedesk/spawn.sock CODEDESK_SPAWN_FOR="$RUNTIME_USER"
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "entrypoint: the container must start as root (its launcher drops every process to its" \
+       "own user); remove --user / runAsUser from the container's settings" >&2
+  exit 1
+fi
 
 mkdir -p "$DATA"
 chmod 755 "$DATA"
 
-# The secret protects the viewer, so it may listen on every interface of the container.
-.venv/bin/codedesk desktop up --data "$DATA" --viewer-host 0.0.0.0 --viewer-port "$VIEWER_PORT" \
-  ${CODEDESK_VIEW_ONLY:+--view-only}
-echo "MCP endpoint: http://<this host>:${HTTP_PORT}/mcp (Authorization: Bearer ${CODEDESK_TOKEN})"
-
+serve_pid=""
+stopping=0
 stop() {
-  [ -n "${serve_pid:-}" ] && kill -TERM "$serve_pid" 2>/dev/null || true
+  stopping=1
+  [ -n "$serve_pid" ] && kill -TERM "$serve_pid" 2>/dev/null || true
   .venv/bin/codedesk desktop down --data "$DATA" || true
 }
 trap stop TERM INT
 
-.venv/bin/codedesk serve --http "0.0.0.0:${HTTP_PORT}" --start-servers &
+# The runtime: no privileges at all (no_new_privs, no capabilities), its own home and caches.
+runtime_home="$(getent passwd "$RUNTIME_USER" | cut -d: -f6)"
+setpriv --reuid="$RUNTIME_USER" --regid="$RUNTIME_USER" --init-groups \
+    --no-new-privs --inh-caps=-all --bounding-set=-all -- \
+  env HOME="$runtime_home" USER="$RUNTIME_USER" LOGNAME="$RUNTIME_USER" \
+  .venv/bin/codedesk serve --http "0.0.0.0:${HTTP_PORT}" --start-servers &
 serve_pid=$!
-wait "$serve_pid" || true
-stop
+
+# The secret protects the viewer, so it may listen on every interface of the container.
+env -u CODEDESK_TOKEN .venv/bin/codedesk desktop up --data "$DATA" --viewer-host 0.0.0.0 \
+  --viewer-port "$VIEWER_PORT" ${CODEDESK_VIEW_ONLY:+--view-only} || {
+  [ "$stopping" = 1 ] || { echo "entrypoint: the desktop session did not start" >&2; stop; }
+  exit 1
+}
+echo "MCP endpoint: http://<this host>:${HTTP_PORT}/mcp (Authorization: Bearer <CODEDESK_TOKEN>)"
+
+status=0
+wait "$serve_pid" || status=$?
+# `wait` returns early when a trapped signal arrives: wait for the runtime to be gone.
+while kill -0 "$serve_pid" 2>/dev/null; do wait "$serve_pid" || true; done
+[ "$stopping" = 1 ] || stop
+exit "$status"

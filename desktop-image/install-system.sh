@@ -1,10 +1,26 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages codedesk needs and creates the desktop user.
+# Installs the Debian 12 packages codedesk needs and creates the session's users.
 # Idempotent and quick when everything is present (one dpkg-query, no apt).
 # Used by the Dockerfile, `make install` and CI alike.
+#
+#   install-system.sh [--no-build-tools]
+#
+# By default it also installs what pip needs to build the one dependency that ships no wheel
+# (evdev, required by pynput on Linux: a C compiler, Python's and the kernel's headers). The
+# container's final stage passes --no-build-tools: its virtualenv is built in the build stage.
 set -euo pipefail
 
+BUILD_TOOLS=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-build-tools) BUILD_TOOLS=0 ;;
+    *) echo "install-system.sh: unknown option $arg (use --no-build-tools)" >&2; exit 2 ;;
+  esac
+done
+
 PACKAGES=(
+  # Python (the virtualenv's interpreter) and setpriv (util-linux: every drop to a session user)
+  python3 python3-venv util-linux ca-certificates
   # display, desktop and applications
   xvfb xauth x11-xserver-utils x11-utils xfce4 xfce4-terminal thunar mousepad ristretto
   dbus dbus-x11 at-spi2-core xdg-utils exo-utils xfconf libglib2.0-bin chromium
@@ -22,6 +38,9 @@ PACKAGES=(
   # the egress firewall (runtime/desktop/firewall.py)
   nftables
 )
+if [ "$BUILD_TOOLS" = 1 ]; then
+  PACKAGES+=(gcc libc6-dev linux-libc-dev python3-dev)
+fi
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
@@ -54,6 +73,14 @@ fi
 VIEWER_USER="${CODEDESK_VIEWER_USER:-codedesk-view}"
 if ! id "$VIEWER_USER" >/dev/null 2>&1; then
   $SUDO useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$VIEWER_USER"
+fi
+
+# The runtime's user in the container (`codedesk serve` as non-root; it holds the HTTP token and
+# asks the session supervisor to start capability servers as the desktop user). Unused on a host
+# where the runtime runs as root or as a developer.
+RUNTIME_USER="${CODEDESK_RUNTIME_USER:-codedesk}"
+if ! id "$RUNTIME_USER" >/dev/null 2>&1; then
+  $SUDO useradd --system --create-home --home-dir "/home/$RUNTIME_USER" --shell /usr/sbin/nologin "$RUNTIME_USER"
 fi
 
 # X servers run as that user; the socket directory must exist, root-owned and sticky, first.

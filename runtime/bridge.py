@@ -26,7 +26,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
 from .config import HttpServer, ServerConfig, StdioServer
-from .launch import server_account, server_command, server_environment
+from .launch import server_account, server_command, server_environment, spawned_stdio_client
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +109,10 @@ class _Link:
             # As the desktop user when we are root, with an environment of its own (launch.py).
             account = server_account()
             command, args, cwd = server_command(self.config, account)
+            if account.launcher is not None:
+                # A runtime that is not root: the session supervisor starts it (launch.py).
+                return spawned_stdio_client(account.launcher, command, args,
+                                            server_environment(account, self.config.env), cwd)
             params = StdioServerParameters(
                 command=command, args=args, cwd=cwd,
                 env=server_environment(account, self.config.env),

@@ -7,7 +7,10 @@ So, whichever server it is (built-in or from the config):
   desktop session's user (uid, gid and home from `session.json`, else the `desktop` account),
   through `setpriv` with `no_new_privs`, no capabilities and an empty bounding set. The desktop
   user cannot read a root process's memory, environment or files, so the token stays with the
-  runtime. A runtime that is not root starts servers as itself (there is no one to drop to).
+  runtime. A runtime that is not root starts servers as itself (there is no one to drop to),
+  unless `$CODEDESK_SPAWN_SOCKET` names the session supervisor's spawn service (the
+  container): then the root supervisor starts each server as the desktop user, with the same
+  confinement, on pipes this runtime made (`spawned_stdio_client`, `runtime/desktop/spawn.py`).
 - **Its environment** is built here, never inherited: the locale, PATH, the display, the
   session's data directory and the `CODEDESK_*` settings, minus every secret; then the
   config's `env` for that server. The runtime's own variables (its token among them) stay
@@ -16,12 +19,23 @@ So, whichever server it is (built-in or from the config):
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import pwd
 import shutil
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TextIO
+
+import anyio
+import mcp_types as types
+from mcp.shared.message import SessionMessage
 
 from capabilities.session import SessionNotFound, data_dir, read_session
 
@@ -38,6 +52,13 @@ SECRET_ENV = frozenset({"CODEDESK_TOKEN"})
 
 SETPRIV = "/usr/bin/setpriv"
 
+SPAWN_SOCKET_ENV = "CODEDESK_SPAWN_SOCKET"
+"""The session supervisor's spawn service, for a runtime that is not root (the container)."""
+SPAWN_WAIT_SECONDS = 60.0
+"""How long a server start waits for the spawn service to appear (the session is starting)."""
+SPAWN_EXIT_WAIT_SECONDS = 2.0
+"""After closing a server's stdin, how long to wait for it to exit before it is stopped."""
+
 
 class LaunchError(RuntimeError):
     """A server cannot be started as it must be (no unprivileged user to run it as)."""
@@ -52,11 +73,14 @@ class ServerAccount:
     gid: int
     home: Path
     switch: bool
+    launcher: Path | None = None
+    """The spawn service that starts servers as this account (a runtime that is not root)."""
 
 
 def server_account() -> ServerAccount:
     """The account stdio servers run as (see the module docstring)."""
-    if os.geteuid() != 0:
+    launcher = os.environ.get(SPAWN_SOCKET_ENV) if os.geteuid() != 0 else None
+    if os.geteuid() != 0 and not launcher:
         me = pwd.getpwuid(os.geteuid())
         return ServerAccount(me.pw_name, me.pw_uid, me.pw_gid, Path(os.environ.get("HOME") or me.pw_dir), False)
     try:
@@ -64,6 +88,8 @@ def server_account() -> ServerAccount:
     except SessionNotFound:
         info = None
     if info is not None and info.uid != 0:
+        if launcher:
+            return ServerAccount(info.user, info.uid, info.gid, info.home, False, Path(launcher))
         return ServerAccount(info.user, info.uid, info.gid, info.home, True)
     name = os.environ.get("CODEDESK_DESKTOP_USER", "desktop")
     try:
@@ -75,6 +101,9 @@ def server_account() -> ServerAccount:
         ) from None
     if entry.pw_uid == 0:
         raise LaunchError(f"the desktop user {name!r} is root; capability servers never run as root")
+    if launcher:
+        return ServerAccount(entry.pw_name, entry.pw_uid, entry.pw_gid, Path(entry.pw_dir), False,
+                             Path(launcher))
     return ServerAccount(entry.pw_name, entry.pw_uid, entry.pw_gid, Path(entry.pw_dir), True)
 
 
@@ -92,7 +121,8 @@ def server_environment(account: ServerAccount, extra: dict[str, str]) -> dict[st
 
 
 def server_command(config: StdioServer, account: ServerAccount) -> tuple[str, list[str], str | None]:
-    """`(command, args, cwd)` that start the server as `account`."""
+    """`(command, args, cwd)` that start the server as `account` (a spawn service adds the drop
+    itself: it is given the server's own command)."""
     if not account.switch:
         return config.command, list(config.args), config.cwd
     setpriv = shutil.which("setpriv") or SETPRIV
@@ -102,3 +132,151 @@ def server_command(config: StdioServer, account: ServerAccount) -> tuple[str, li
         "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all",
         "--", config.command, *config.args,
     ], cwd
+
+
+@asynccontextmanager
+async def spawned_stdio_client(
+    launcher: Path, command: str, args: list[str], env: dict[str, str], cwd: str | None,
+    errlog: TextIO = sys.stderr,
+) -> AsyncIterator[tuple[Any, Any]]:
+    """An MCP stdio transport to a server the spawn service at `launcher` starts as the desktop
+    user: this runtime makes the pipes and hands the server's ends over (SCM_RIGHTS); the
+    service's connection stays open while the server lives and stops it when closed.
+    Yields `(read_stream, write_stream)` as `mcp.client.stdio.stdio_client` does."""
+    conn = await _connect_launcher(launcher)
+    in_r, in_w = os.pipe2(os.O_CLOEXEC)
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    try:
+        request = json.dumps({"argv": [command, *args], "env": env, "cwd": cwd}).encode() + b"\n"
+        try:
+            socket.send_fds(conn, [request], [in_r, out_w, errlog.fileno()])
+            reply = await _read_reply(conn)
+        except OSError as exc:
+            raise LaunchError(f"the spawn service at {launcher} failed while starting {command}: {exc}") from exc
+        if not reply.get("ok"):
+            raise LaunchError(f"the spawn service at {launcher} refused to start {command}: "
+                              f"{reply.get('error') or reply}")
+    except BaseException:
+        for fd in (in_w, out_r):
+            os.close(fd)
+        conn.close()
+        raise
+    finally:
+        os.close(in_r)
+        os.close(out_w)
+    os.set_blocking(in_w, False)
+    os.set_blocking(out_r, False)
+
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def stdout_reader() -> None:
+        async with read_writer:
+            buffer = b""
+            while True:
+                await anyio.wait_readable(out_r)
+                try:
+                    chunk = os.read(out_r, 65536)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    return
+                *lines, buffer = (buffer + chunk).split(b"\n")
+                for line in lines:
+                    try:
+                        message: SessionMessage | Exception = SessionMessage(
+                            types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+                    except ValueError as exc:
+                        logger.warning("server %s wrote a line that is not JSON-RPC: %r", command, line[:200])
+                        message = exc
+                    try:
+                        await read_writer.send(message)
+                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        return
+
+    writer_scope = anyio.CancelScope()
+    writer_done = anyio.Event()
+
+    async def stdin_writer() -> None:
+        try:
+            with writer_scope:
+                async with write_reader:
+                    async for session_message in write_reader:
+                        data = (session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                                + "\n").encode()
+                        while data:
+                            await anyio.wait_writable(in_w)
+                            try:
+                                data = data[os.write(in_w, data):]
+                            except BlockingIOError:
+                                continue
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            # The server is gone: end the session's read side instead of a request hanging.
+            await read_writer.aclose()
+        finally:
+            writer_done.set()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(stdout_reader)
+            tg.start_soon(stdin_writer)
+            try:
+                yield read_stream, write_stream
+            finally:
+                with anyio.CancelScope(shield=True):
+                    # The MCP way to end a stdio server: close its stdin, give it time to exit;
+                    # closing the service's connection then stops it if it has not.
+                    write_stream.close()
+                    with anyio.move_on_after(0.5):
+                        await writer_done.wait()
+                    writer_scope.cancel()
+                    await writer_done.wait()
+                    os.close(in_w)
+                    in_w = -1
+                    with anyio.move_on_after(SPAWN_EXIT_WAIT_SECONDS):
+                        await _read_reply(conn)
+                tg.cancel_scope.cancel()
+    finally:
+        if in_w >= 0:
+            os.close(in_w)
+        os.close(out_r)
+        conn.close()
+        for stream in (read_stream, write_stream, read_writer, write_reader):
+            stream.close()
+
+
+async def _connect_launcher(launcher: Path) -> socket.socket:
+    deadline = time.monotonic() + SPAWN_WAIT_SECONDS
+    while True:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        try:
+            conn.connect(str(launcher))
+            conn.setblocking(False)
+            return conn
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            conn.close()
+            if time.monotonic() > deadline:
+                raise LaunchError(
+                    f"no spawn service at {launcher} ({exc.strerror}); the desktop session starts it: "
+                    f"run `codedesk desktop up` as root with {SPAWN_SOCKET_ENV}={launcher} and "
+                    f"CODEDESK_SPAWN_FOR=<this runtime's user>"
+                ) from exc
+        except OSError as exc:
+            conn.close()
+            raise LaunchError(f"cannot reach the spawn service at {launcher}: {exc}") from exc
+        await anyio.sleep(0.1)
+
+
+async def _read_reply(conn: socket.socket) -> dict[str, Any]:
+    """One JSON line from the spawn service ({} when it closed the connection)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        await anyio.wait_readable(conn)
+        try:
+            chunk = conn.recv(4096)
+        except BlockingIOError:
+            continue
+        if not chunk:
+            return {}
+        data += chunk
+    return json.loads(data)

@@ -332,6 +332,25 @@ async def serve_stdio(servers: Mapping[str, ServerConfig], start_servers: bool =
             await server.run(read_stream, write_stream, initialization_options(server))
 
 
+HEALTH_PATH = "/healthz"
+
+
+def _with_health(app: Any) -> Any:
+    """`GET /healthz` answers 200 "ok" without the token, for orchestrators' probes: it says the
+    runtime serves, nothing more. Every other request goes to `app`."""
+
+    async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope.get("path") == HEALTH_PATH and scope.get("method") in ("GET", "HEAD"):
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"text/plain"), (b"content-length", b"3"),
+                                    (b"cache-control", b"no-store")]})
+            await send({"type": "http.response.body", "body": b"ok\n" if scope["method"] == "GET" else b""})
+            return
+        await app(scope, receive, send)
+
+    return guarded
+
+
 async def serve_http(
     servers: Mapping[str, ServerConfig], host: str, port: int, token: str, start_servers: bool = False
 ) -> None:
@@ -359,7 +378,7 @@ async def serve_http(
     bound_port = sock.getsockname()[1]
     async with Runtime(servers, start_servers=start_servers) as runtime:
         server = build_server(runtime)
-        app = BearerTokenGuard(server.streamable_http_app(host=host), token)
+        app = _with_health(BearerTokenGuard(server.streamable_http_app(host=host), token))
         url_host = f"[{host}]" if ":" in host else host
         url = f"http://{url_host}:{bound_port}/mcp"
         print(

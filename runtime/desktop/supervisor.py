@@ -35,6 +35,7 @@ from .screen import MAX_SIZE, START_SIZE, ScreenSizer
 from .userfiles import prepare_chrome_profile, prepare_home, write_xauthority
 from . import procs
 from .firewall import apply_egress_firewall
+from .spawn import SpawnService
 
 log = logging.getLogger("codedesk.desktop")
 
@@ -639,6 +640,16 @@ def run(opts: Options, ready_fd: int | None) -> int:
             sup.stop()
             report({"ok": False, "error": str(exc)})
             return 1
+        # A runtime that is not root (the container's) starts its servers through this (spawn.py).
+        spawn = SpawnService.from_env(sup.user, sup.layout.home)
+        try:
+            if spawn is not None:
+                spawn.start()
+        except Exception as exc:
+            log.exception("spawn service failed to start")
+            sup.stop()
+            report({"ok": False, "error": f"the spawn service did not start: {exc}"})
+            return 1
         report({"ok": True})
         watcher = asyncio.create_task(sup.watch())
         await stop.wait()
@@ -648,6 +659,8 @@ def run(opts: Options, ready_fd: int | None) -> int:
             await watcher
         except asyncio.CancelledError:
             pass
+        if spawn is not None:
+            spawn.close()
         sup.stop()
         return 0
 
