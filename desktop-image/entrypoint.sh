@@ -8,6 +8,8 @@
 #    launcher that starts, watches and reaps the session's parts under their users, and starts
 #    capability servers as the desktop user for the runtime (spawn service, a unix socket only
 #    the runtime's user can reach);
+#    With CODEDESK_RUNTIME=off the runtime is not started here: it runs in a container of its
+#    own (Kubernetes, deploy/kubernetes/) and reaches the spawn service on a shared volume.
 # 3. on SIGTERM (docker stop): the runtime stops, then `desktop down` closes Chromium cleanly
 #    (its profile on /data is flushed) and stops the rest.
 set -euo pipefail
@@ -17,7 +19,7 @@ DATA="${CODEDESK_DATA:-/data}"
 HTTP_PORT="${CODEDESK_HTTP_PORT:-8765}"
 VIEWER_PORT="${CODEDESK_VIEWER_PORT:-6080}"
 RUNTIME_USER="${CODEDESK_RUNTIME_USER:-codedesk}"
-if [ -z "${CODEDESK_TOKEN:-}" ]; then
+if [ -z "${CODEDESK_TOKEN:-}" ] && [ "${CODEDESK_RUNTIME:-on}" != off ]; then
   CODEDESK_TOKEN="$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')"
   echo "CODEDESK_TOKEN was not set; this container's token: ${CODEDESK_TOKEN}"
 fi
@@ -44,11 +46,15 @@ stop() {
 trap stop TERM INT
 
 # The runtime: no privileges at all (no_new_privs, no capabilities), its own home and caches.
-runtime_home="$(getent passwd "$RUNTIME_USER" | cut -d: -f6)"
-setpriv --reuid="$RUNTIME_USER" --regid="$RUNTIME_USER" --init-groups \
-    --no-new-privs --inh-caps=-all --bounding-set=-all -- \
-  env HOME="$runtime_home" USER="$RUNTIME_USER" LOGNAME="$RUNTIME_USER" \
-  .venv/bin/codedesk serve --http "0.0.0.0:${HTTP_PORT}" --start-servers &
+if [ "${CODEDESK_RUNTIME:-on}" = off ]; then
+  sleep infinity &
+else
+  runtime_home="$(getent passwd "$RUNTIME_USER" | cut -d: -f6)"
+  setpriv --reuid="$RUNTIME_USER" --regid="$RUNTIME_USER" --init-groups \
+      --no-new-privs --inh-caps=-all --bounding-set=-all -- \
+    env HOME="$runtime_home" USER="$RUNTIME_USER" LOGNAME="$RUNTIME_USER" \
+    .venv/bin/codedesk serve --http "0.0.0.0:${HTTP_PORT}" --start-servers &
+fi
 serve_pid=$!
 
 # The secret protects the viewer, so it may listen on every interface of the container.
@@ -57,7 +63,8 @@ env -u CODEDESK_TOKEN .venv/bin/codedesk desktop up --data "$DATA" --viewer-host
   [ "$stopping" = 1 ] || { echo "entrypoint: the desktop session did not start" >&2; stop; }
   exit 1
 }
-echo "MCP endpoint: http://<this host>:${HTTP_PORT}/mcp (Authorization: Bearer <CODEDESK_TOKEN>)"
+[ "${CODEDESK_RUNTIME:-on}" = off ] ||
+  echo "MCP endpoint: http://<this host>:${HTTP_PORT}/mcp (Authorization: Bearer <CODEDESK_TOKEN>)"
 
 status=0
 wait "$serve_pid" || status=$?

@@ -136,6 +136,9 @@ class SpawnService:
         folder = self.path.parent
         folder.mkdir(mode=0o755, parents=True, exist_ok=True)
         st = os.lstat(folder)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and st.st_mode & 0o022:
+            os.chmod(folder, 0o755)  # a shared volume mounted there (Kubernetes' emptyDir is 0777)
+            st = os.lstat(folder)
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
             raise RuntimeError(f"{folder} must be a folder of ours that nobody else can write")
         self.path.unlink(missing_ok=True)
