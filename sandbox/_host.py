@@ -41,8 +41,18 @@ class BridgeError(Exception):
     """A tool call could not be made (not a tool's own isError result)."""
 
 
+STREAM_LINES = 500
+STREAM_BYTES = 128 << 10
+"""How much of a run's console goes to `on_console` live: each line becomes a notification to
+the client, and a flood of them would keep the answer waiting. The result has every line."""
+
+_STREAM_STOPPED = ("[console: later lines are not streamed live (more than {lines} lines or "
+                   "{kib} KiB); they come with the result]")
+
+
 class ConsoleCapture:
-    """Console lines in order, at most `max_bytes` of text; the rest is counted, not kept."""
+    """Console lines in order, at most `max_bytes` of text; the rest is counted, not kept.
+    The first `STREAM_LINES` lines / `STREAM_BYTES` bytes also go to `on_console` as they come."""
 
     def __init__(self, max_bytes: int, on_console: OnConsole | None) -> None:
         self._max = max_bytes
@@ -51,6 +61,8 @@ class ConsoleCapture:
         self._cut_bytes = 0
         self._cut_lines = 0
         self._on_console = on_console
+        self._streamed_lines = 0
+        self._streamed_bytes = 0
 
     @property
     def truncated(self) -> bool:
@@ -80,13 +92,20 @@ class ConsoleCapture:
             self._cut_lines += int(cut_lines)
 
     def _keep(self, level: str, text: str) -> None:
-        self._used += len(text.encode("utf-8", "replace")) + 1
+        size = len(text.encode("utf-8", "replace")) + 1
+        self._used += size
         self._lines.append(ConsoleLine(level, text))
-        if self._on_console is not None:
-            try:
-                self._on_console(level, text)
-            except Exception:  # a failing listener must not fail the run
-                pass
+        if self._on_console is None or self._streamed_lines > STREAM_LINES:
+            return
+        self._streamed_lines += 1
+        self._streamed_bytes += size
+        if self._streamed_lines > STREAM_LINES or self._streamed_bytes > STREAM_BYTES:
+            self._streamed_lines = STREAM_LINES + 1
+            level, text = "warn", _STREAM_STOPPED.format(lines=STREAM_LINES, kib=STREAM_BYTES >> 10)
+        try:
+            self._on_console(level, text)
+        except Exception:  # a failing listener must not fail the run
+            pass
 
     def lines(self, notes: list[str] = ()) -> list[ConsoleLine]:  # type: ignore[assignment]
         """The lines kept, then the truncation marker if any, then `notes` (as "warn" lines):

@@ -265,3 +265,16 @@ def test_call_budget_floods_and_timeouts_never_crash_the_process():
         assert done.returncode == 0, textwrap.shorten(done.stderr, 3000)
         assert done.stdout.strip() == "['call_budget', 'timeout'] 2" or done.stdout.strip() == "['timeout'] 2", done.stdout
 
+
+
+async def test_console_flood_streams_a_bounded_number_of_lines_live(js_engine, tools):
+    """Each streamed line becomes a client notification: a flood streams a bounded head and a
+    notice, while the result keeps every line within max_output_bytes."""
+    from sandbox._host import STREAM_LINES
+
+    seen: list[str] = []
+    result = await js_engine.run("for (let i = 0; i < 5000; i++) console.log('line ' + i); 'end'",
+                                 **tools.kwargs(), on_console=lambda level, text: seen.append(text))
+    assert result.value == "end" and len(result.console) == 5000
+    assert len(seen) == STREAM_LINES + 1
+    assert seen[0] == "line 0" and "not streamed live" in seen[-1]
