@@ -20,10 +20,10 @@ from typing import Annotated, Literal, Union
 from PIL import Image, ImageColor, ImageDraw, ImageFont, ImageOps, UnidentifiedImageError
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
-from .errors import BadDocument
+from .errors import BadDocument, InvalidRequest
 from .paths import atomic_output, sibling
 from .results import ToolOutput, encode_for_model
-from .tooling import Args, ToolSpec, Workspace
+from .tooling import PATH_DOC, WRITES_FILES, Args, Output, Workspace, document_tool
 
 MAX_OUTPUT_PIXELS = 100_000_000
 
@@ -38,14 +38,19 @@ def open_image(path: Path) -> Iterator[Image.Image]:
     try:
         image = Image.open(path)
     except (UnidentifiedImageError, Image.DecompressionBombError) as exc:
-        raise BadDocument(f"{path.name!r} is not an image Pillow can read ({exc}); check the file") from exc
+        raise BadDocument(f"{path.name!r} is not an image Pillow can read ({exc})",
+                          hint="check the file; for documents use get_file_overview") from exc
+    except PermissionError:
+        raise  # the tool wrapper says whose permission is missing
     except OSError as exc:
-        raise BadDocument(f"cannot read the image {path.name!r}: {exc} (the file is corrupt)") from exc
+        raise BadDocument(f"cannot read the image {path.name!r}: {exc} (the file is corrupt)",
+                          hint="check that it opens in an image viewer") from exc
     try:
         try:
             image.load()
         except (OSError, Image.DecompressionBombError) as exc:
-            raise BadDocument(f"cannot read the image {path.name!r}: {exc} (the file is truncated or corrupt)") from exc
+            raise BadDocument(f"cannot read the image {path.name!r}: {exc} (the file is truncated or corrupt)",
+                              hint="check that it opens in an image viewer") from exc
         yield image
     finally:
         image.close()
@@ -55,7 +60,8 @@ def _frame(image: Image.Image, frame: int) -> Image.Image:
     """Frame `frame` of `image`, EXIF orientation applied, as an independent copy."""
     frames = getattr(image, "n_frames", 1)
     if not 0 <= frame < frames:
-        raise BadDocument(f"frame {frame} is out of range: the image has {frames} frame(s) (0-{frames - 1})")
+        raise InvalidRequest(f"frame {frame} is out of range: the image has {frames} frame(s) (0-{frames - 1})",
+                             hint="frames are numbered from 0", field="frame")
     if frame:
         image.seek(frame)
     return ImageOps.exif_transpose(image)
@@ -70,11 +76,20 @@ def _human(size: int) -> str:
     return f"{size} B"
 
 
-def _save(image: Image.Image, target: Path, fmt: str | None) -> dict:
+class SavedImageOutput(Output):
+    path: str = Field(description="Absolute path of the input image.")
+    output_path: str = Field(description="Absolute path of the image written.")
+    width: int = Field(description="Width of the image written, in pixels.")
+    height: int = Field(description="Height of the image written, in pixels.")
+    format: str = Field(description="Pillow's name of the format written, e.g. 'PNG', 'JPEG'.")
+
+
+def _save(image: Image.Image, source: Path, target: Path, fmt: str | None) -> SavedImageOutput:
     """Write `image` to `target` in `fmt` (default: from the extension), atomically."""
     fmt = fmt or Image.registered_extensions().get(target.suffix.lower())
     if fmt is None:
-        raise BadDocument(f"cannot tell the image format from {target.name!r}; end the output path with .png, .jpg, ...")
+        raise InvalidRequest(f"cannot tell the image format from {target.name!r}",
+                             hint="end the output path with .png, .jpg, ...", field="output_path")
     if fmt == "JPEG" or (fmt == "BMP" and image.mode not in ("RGB", "L", "1", "P")):
         image = _on_white(image)
     elif fmt in ("PNG", "WEBP", "TIFF") and image.mode not in ("RGB", "RGBA", "L", "LA", "1", "P", "I", "I;16"):
@@ -83,8 +98,16 @@ def _save(image: Image.Image, target: Path, fmt: str | None) -> dict:
         try:
             image.save(tmp, fmt)
         except (OSError, ValueError, KeyError) as exc:
-            raise BadDocument(f"cannot write {fmt} to {target.name!r}: {exc}") from exc
-    return {"output_path": str(target), "width": image.width, "height": image.height, "format": fmt}
+            raise BadDocument(f"cannot write {fmt} to {target.name!r}: {exc}",
+                              hint="choose another format or output name") from exc
+    return SavedImageOutput(path=str(source), output_path=str(target), width=image.width, height=image.height,
+                            format=fmt)
+
+
+def _saved(tool: str, data: SavedImageOutput) -> ToolOutput:
+    summary = (f"{tool}: {Path(data.path).name} -> {data.output_path}, {data.width}x{data.height} px "
+               f"{data.format}")
+    return ToolOutput(data=data, summary=summary)
 
 
 def _on_white(image: Image.Image) -> Image.Image:
@@ -107,40 +130,76 @@ def _output(ws: Workspace, source: Path, output_path: str | None, suffix: str, e
 
 def _check_size(width: int, height: int) -> None:
     if width * height > MAX_OUTPUT_PIXELS:
-        raise BadDocument(f"the result would be {width}x{height} px, over 100 megapixels; ask for a smaller size")
+        raise InvalidRequest(f"the result would be {width}x{height} px, over 100 megapixels",
+                             hint="ask for a smaller size")
 
 
 # --- reading -------------------------------------------------------------------------------
 
 
 class PathArgs(Args):
-    path: str
+    path: str = Field(description=PATH_DOC)
+
+
+class ReadImageOutput(Output):
+    path: str = Field(description="Absolute path of the image read.")
+    format: str = Field(description="Pillow's name of the file's format, e.g. 'PNG', 'JPEG'.")
+    width: int = Field(description="Width of the image as a viewer shows it (EXIF orientation applied), in pixels.")
+    height: int = Field(description="Height of the image as a viewer shows it, in pixels.")
+    delivered_width: int = Field(description="Width of the image block returned, in pixels.")
+    delivered_height: int = Field(description="Height of the image block returned, in pixels.")
+    scaled_down: bool = Field(description="Whether the image block was scaled down to the image limits.")
+    image_index: int = Field(description="Index of the image among the result's image blocks (0-based).")
 
 
 def read_image(ws: Workspace, args: PathArgs) -> ToolOutput:
     path = ws.roots.input_file(args.path)
     with open_image(path) as image:
-        fmt = image.format
+        fmt = image.format or path.suffix.lstrip(".").upper()
         upright = _frame(image, 0)
     encoded = encode_for_model(upright)
-    return ToolOutput(
-        data={
-            "path": str(path), "format": fmt, "width": upright.width, "height": upright.height,
-            "delivered_width": encoded.width, "delivered_height": encoded.height,
-            "scaled_down": (encoded.width, encoded.height) != upright.size,
-        },
-        images=[encoded],
-    )
+    data = ReadImageOutput(path=str(path), format=fmt, width=upright.width, height=upright.height,
+                           delivered_width=encoded.width, delivered_height=encoded.height,
+                           scaled_down=(encoded.width, encoded.height) != upright.size, image_index=0)
+    summary = f"read_image: {path.name}, {fmt} {data.width}x{data.height} px"
+    if data.scaled_down:
+        summary += f", shown at {encoded.width}x{encoded.height}"
+    return ToolOutput(data=data, summary=summary, images=[encoded])
+
+
+class ImageMetadataOutput(Output):
+    path: str = Field(description="Absolute path of the image.")
+    format: str = Field(description="Pillow's name of the file's format, e.g. 'PNG', 'JPEG'.")
+    width: int = Field(description="Width as stored in the file (EXIF orientation not applied), in pixels.")
+    height: int = Field(description="Height as stored in the file, in pixels.")
+    mode: str = Field(description="Pillow's color mode, e.g. 'RGB', 'RGBA', 'L', 'P'.")
+    file_size: str = Field(description="The file's size for a person, e.g. '12.3 KB'.")
+    file_size_bytes: int = Field(description="The file's size in bytes.")
 
 
 def get_image_metadata(ws: Workspace, args: PathArgs) -> ToolOutput:
     path = ws.roots.input_file(args.path)
     size = path.stat().st_size
     with open_image(path) as image:
-        return ToolOutput(data={
-            "format": image.format, "width": image.width, "height": image.height, "mode": image.mode,
-            "file_size": _human(size), "file_size_bytes": size,
-        })
+        data = ImageMetadataOutput(path=str(path), format=image.format or path.suffix.lstrip(".").upper(),
+                                   width=image.width, height=image.height, mode=image.mode,
+                                   file_size=_human(size), file_size_bytes=size)
+    return ToolOutput(data=data, summary=f"get_image_metadata: {path.name}, {data.format} {data.width}x"
+                                         f"{data.height} px {data.mode}, {data.file_size}")
+
+
+class ImageInfoOutput(Output):
+    path: str = Field(description="Absolute path of the image.")
+    width: int = Field(description="Width as a viewer shows it (EXIF orientation applied), in pixels: the "
+                                   "coordinate space of the editing tools.")
+    height: int = Field(description="Height as a viewer shows it, in pixels.")
+    format: str = Field(description="Pillow's name of the file's format, e.g. 'PNG', 'JPEG'.")
+    mode: str = Field(description="Pillow's color mode, e.g. 'RGB', 'RGBA', 'L', 'P'.")
+    n_frames: int = Field(description="Number of frames (1 for a still image); frames are numbered from 0.")
+    is_animated: bool = Field(description="Whether the image is animated.")
+    exif_orientation: int = Field(description="The EXIF orientation tag, 1-8 (1: stored upright).")
+    file_size_bytes: int = Field(description="The file's size in bytes.")
+    file_size_human: str = Field(description="The file's size for a person, e.g. '12.3 KB'.")
 
 
 def image_get_info(ws: Workspace, args: PathArgs) -> ToolOutput:
@@ -151,28 +210,33 @@ def image_get_info(ws: Workspace, args: PathArgs) -> ToolOutput:
         orientation = image.getexif().get(0x0112, 1)
         if orientation in (5, 6, 7, 8):  # rotated by 90 or 270 degrees
             width, height = height, width
-        return ToolOutput(data={
-            "width": width, "height": height, "format": image.format, "mode": image.mode,
-            "n_frames": getattr(image, "n_frames", 1), "is_animated": getattr(image, "is_animated", False),
-            "exif_orientation": orientation,
-            "file_size_bytes": size, "file_size_human": _human(size),
-        })
+        data = ImageInfoOutput(
+            path=str(path), width=width, height=height, format=image.format or path.suffix.lstrip(".").upper(),
+            mode=image.mode, n_frames=getattr(image, "n_frames", 1),
+            is_animated=getattr(image, "is_animated", False), exif_orientation=orientation,
+            file_size_bytes=size, file_size_human=_human(size),
+        )
+    frames = f", {data.n_frames} frames" if data.n_frames > 1 else ""
+    return ToolOutput(data=data, summary=f"image_get_info: {path.name}, {data.format} {width}x{height} px "
+                                         f"{data.mode}{frames}, {data.file_size_human}")
 
 
 # --- editing -------------------------------------------------------------------------------
 
 
 class EditArgs(Args):
-    path: str
-    output_path: str | None = None
-    frame: int = Field(default=0, ge=0)
+    path: str = Field(description=PATH_DOC + " The input image.")
+    output_path: str | None = Field(
+        default=None, description="Where to write the result, inside the document roots (default: a new file "
+                                  "next to the input; an existing file is replaced only when named here).")
+    frame: int = Field(default=0, ge=0, description="Frame of a multi-frame input (GIF, TIFF), 0-based.")
 
 
 class CropArgs(EditArgs):
-    left: int
-    top: int
-    right: int
-    bottom: int
+    left: int = Field(description="Left edge of the box, in pixels from the left (EXIF-corrected image).")
+    top: int = Field(description="Top edge of the box, in pixels from the top.")
+    right: int = Field(description="Right edge of the box (exclusive), in pixels from the left.")
+    bottom: int = Field(description="Bottom edge of the box (exclusive), in pixels from the top.")
 
 
 def image_crop(ws: Workspace, args: CropArgs) -> ToolOutput:
@@ -182,21 +246,24 @@ def image_crop(ws: Workspace, args: CropArgs) -> ToolOutput:
         frame = _frame(image, args.frame)
         width, height = frame.size
         if not (0 <= args.left < args.right <= width and 0 <= args.top < args.bottom <= height):
-            raise BadDocument(
+            raise InvalidRequest(
                 f"the crop box ({args.left}, {args.top}, {args.right}, {args.bottom}) is not inside the "
-                f"{width}x{height} image; need 0 <= left < right <= {width} and 0 <= top < bottom <= {height}"
+                f"{width}x{height} image",
+                hint=f"need 0 <= left < right <= {width} and 0 <= top < bottom <= {height}",
             )
-        return ToolOutput(data=_save(frame.crop((args.left, args.top, args.right, args.bottom)), target, None))
+        return _saved("image_crop", _save(frame.crop((args.left, args.top, args.right, args.bottom)), source,
+                                          target, None))
 
 
 class ResizeArgs(EditArgs):
-    width: int | None = Field(default=None, ge=1)
-    height: int | None = Field(default=None, ge=1)
+    width: int | None = Field(default=None, ge=1, description="Target width in pixels.")
+    height: int | None = Field(default=None, ge=1, description="Target height in pixels.")
 
 
 def image_resize(ws: Workspace, args: ResizeArgs) -> ToolOutput:
     if args.width is None and args.height is None:
-        raise BadDocument("give width, height or both (one alone keeps the aspect ratio)")
+        raise InvalidRequest("neither width nor height was given",
+                             hint="give width, height or both (one alone keeps the aspect ratio)", field="width")
     source = ws.roots.input_file(args.path)
     target = _output(ws, source, args.output_path, "-resized")
     with open_image(source) as image:
@@ -204,20 +271,21 @@ def image_resize(ws: Workspace, args: ResizeArgs) -> ToolOutput:
         width = args.width or max(1, round(frame.width * args.height / frame.height))
         height = args.height or max(1, round(frame.height * args.width / frame.width))
         _check_size(width, height)
-        return ToolOutput(data=_save(frame.resize((width, height), Image.Resampling.LANCZOS), target, None))
+        return _saved("image_resize", _save(frame.resize((width, height), Image.Resampling.LANCZOS), source,
+                                            target, None))
 
 
 class Region(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    left: int = Field(ge=0)
-    top: int = Field(ge=0)
-    width: int = Field(ge=1)
-    height: int = Field(ge=1)
+    left: int = Field(ge=0, description="Left edge, in pixels from the left.")
+    top: int = Field(ge=0, description="Top edge, in pixels from the top.")
+    width: int = Field(ge=1, description="Width in pixels.")
+    height: int = Field(ge=1, description="Height in pixels.")
 
 
 class ZoomArgs(EditArgs):
-    region: Region
-    zoom_factor: float = Field(default=2.0, gt=0, le=20)
+    region: Region = Field(description="The region to zoom into (EXIF-corrected image).")
+    zoom_factor: float = Field(default=2.0, gt=0, le=20, description="How many times to enlarge the region.")
 
 
 def image_zoom(ws: Workspace, args: ZoomArgs) -> ToolOutput:
@@ -227,19 +295,20 @@ def image_zoom(ws: Workspace, args: ZoomArgs) -> ToolOutput:
     with open_image(source) as image:
         frame = _frame(image, args.frame)
         if r.left + r.width > frame.width or r.top + r.height > frame.height:
-            raise BadDocument(
+            raise InvalidRequest(
                 f"the region {r.width}x{r.height} at ({r.left}, {r.top}) reaches outside the "
-                f"{frame.width}x{frame.height} image"
+                f"{frame.width}x{frame.height} image",
+                hint="read the size with image_get_info and keep the region inside it", field="region",
             )
         size = (max(1, round(r.width * args.zoom_factor)), max(1, round(r.height * args.zoom_factor)))
         _check_size(*size)
         box = (r.left, r.top, r.left + r.width, r.top + r.height)
         zoomed = frame.crop(box).resize(size, Image.Resampling.LANCZOS)
-        return ToolOutput(data=_save(zoomed, target, None))
+        return _saved("image_zoom", _save(zoomed, source, target, None))
 
 
 class RotateArgs(EditArgs):
-    angle: float
+    angle: float = Field(description="Rotation in degrees, counter-clockwise.")
 
 
 def image_rotate(ws: Workspace, args: RotateArgs) -> ToolOutput:
@@ -258,7 +327,7 @@ def image_rotate(ws: Workspace, args: RotateArgs) -> ToolOutput:
                 frame = frame.convert("RGBA")
             fill = (0, 0, 0, 0) if "A" in frame.getbands() else ("white" if frame.mode in ("RGB", "L") else None)
             rotated = frame.rotate(args.angle, resample=Image.Resampling.BICUBIC, expand=True, fillcolor=fill)
-        return ToolOutput(data=_save(rotated, target, None))
+        return _saved("image_rotate", _save(rotated, source, target, None))
 
 
 def _color(value: str) -> str:
@@ -356,6 +425,10 @@ def _draw(draw: ImageDraw.ImageDraw, note: Annotation) -> None:
             draw.line((note.x2, note.y2, *end), fill=color, width=note.line_width)
 
 
+class AnnotatedImageOutput(SavedImageOutput):
+    annotations: int = Field(description="Number of annotations drawn.")
+
+
 def image_annotate(ws: Workspace, args: AnnotateArgs) -> ToolOutput:
     source = ws.roots.input_file(args.path)
     target = _output(ws, source, args.output_path, "-annotated")
@@ -365,13 +438,14 @@ def image_annotate(ws: Workspace, args: AnnotateArgs) -> ToolOutput:
         draw = ImageDraw.Draw(canvas)
         for note in args.annotations:
             _draw(draw, note)
-        data = _save(canvas, target, None)
-        data["annotations"] = len(args.annotations)
-        return ToolOutput(data=data)
+        saved = _save(canvas, source, target, None)
+    data = AnnotatedImageOutput(**saved.model_dump(), annotations=len(args.annotations))
+    return ToolOutput(data=data, summary=f"image_annotate: {source.name} -> {data.output_path}, "
+                                         f"{data.annotations} annotation(s) drawn")
 
 
 class ConvertImageArgs(EditArgs):
-    format: Literal["png", "jpeg", "jpg", "webp", "bmp", "tiff", "tif"]
+    format: Literal["png", "jpeg", "jpg", "webp", "bmp", "tiff", "tif"] = Field(description="The target format.")
 
 
 def image_convert(ws: Workspace, args: ConvertImageArgs) -> ToolOutput:
@@ -384,129 +458,118 @@ def image_convert(ws: Workspace, args: ConvertImageArgs) -> ToolOutput:
         target = sibling(source, "", extension)
     with open_image(source) as image:
         frame = _frame(image, args.frame)
-        return ToolOutput(data=_save(frame, target, fmt))
+        return _saved("image_convert", _save(frame, source, target, fmt))
 
 
-_EDIT_ARGS_DOC = (
-    "    output_path: Path for the output image (default: new file next to input, same format; an "
-    "existing file is never replaced unless named here).\n"
-    "    frame: Frame index for multi-frame inputs (default 0).\n\n"
-    "Returns:\n    JSON {output_path, width, height, format}."
-)
+_SAVED = "Returns: the path, size and format of the image written."
 
 TOOLS = [
-    ToolSpec(
+    document_tool(
         name="read_image",
         description=(
-            "Read an image into the model's vision context (PNG / JPEG / WEBP / GIF / BMP / TIFF).\n\n"
-            "The model SEES the image and can transcribe its text, describe it, or compare it with "
-            "another. For dimensions / file size / format WITHOUT the image, use get_image_metadata. "
-            "Images larger than 1568 px on the long edge or 3 MB are scaled down before they are "
-            "returned (EXIF orientation applied).\n\n"
-            "Args:\n    path: Path to the image file.\n\n"
-            "Returns:\n    JSON {path, format, width, height, delivered_width, delivered_height, "
-            "scaled_down}, then the image block."
+            "Read an image file (PNG / JPEG / WEBP / GIF / BMP / TIFF) and return it as an image block, "
+            "EXIF orientation applied, scaled down to at most 1568 px on the long edge and 3 MB. In a "
+            "script, attach the block with artifact() to look at it. For the size and format alone, "
+            "use get_image_metadata.\n\n"
+            "Returns: the image's format and size, and the image block (image_index)."
         ),
         args=PathArgs,
+        output=ReadImageOutput,
         run=read_image,
     ),
-    ToolSpec(
+    document_tool(
         name="get_image_metadata",
         description=(
-            "Read image metadata (format / dimensions / file size) WITHOUT delivering the image bytes "
-            "to the model. Use it to decide whether to crop / resize before reading; to SEE the image "
-            "use read_image.\n\n"
-            "Args:\n    path: Path to the image file.\n\n"
-            "Returns:\n    JSON with keys: format, width, height, mode, file_size, file_size_bytes "
-            "(width and height as stored in the file)."
+            "Read an image's format, dimensions (as stored) and file size, without the image itself. "
+            "Use it to decide whether to crop or resize before reading.\n\n"
+            "Returns: format, width, height, color mode and file size."
         ),
         args=PathArgs,
+        output=ImageMetadataOutput,
         run=get_image_metadata,
     ),
-    ToolSpec(
+    document_tool(
         name="image_get_info",
         description=(
-            "Get image dimensions, format, color mode, frame count, and file size.\n\n"
-            "Dimensions reflect the EXIF-corrected orientation (what a viewer shows), so they match "
-            "the coordinate space the other image tools operate in.\n\n"
-            "Args:\n    path: Path to the image file.\n\n"
-            "Returns:\n    JSON with width, height, format, mode, n_frames, is_animated, "
-            "exif_orientation, file_size_bytes, and file_size_human."
+            "Get an image's dimensions, format, color mode, frame count and file size. Dimensions are "
+            "those a viewer shows (EXIF orientation applied): the coordinates the editing tools take.\n\n"
+            "Returns: width, height, format, mode, frames, EXIF orientation and file size."
         ),
         args=PathArgs,
+        output=ImageInfoOutput,
         run=image_get_info,
     ),
-    ToolSpec(
+    document_tool(
         name="image_crop",
         description=(
-            "Crop an image to the box (left, top, right, bottom), in pixels of the EXIF-corrected image.\n\n"
-            "Args:\n    path: Path to the input image.\n    left, top, right, bottom: The crop box.\n"
-            + _EDIT_ARGS_DOC
+            "Crop an image to the box (left, top, right, bottom), in pixels of the EXIF-corrected "
+            "image, and write it as a new file.\n\n" + _SAVED
         ),
         args=CropArgs,
+        output=SavedImageOutput,
         run=image_crop,
+        annotations=WRITES_FILES,
     ),
-    ToolSpec(
+    document_tool(
         name="image_resize",
         description=(
-            "Resize an image. Maintains aspect ratio if only one dimension is given.\n\n"
-            "Args:\n    path: Path to the input image.\n    width: Target width in pixels (optional).\n"
-            "    height: Target height in pixels (optional).\n" + _EDIT_ARGS_DOC
+            "Resize an image and write it as a new file; given only width or height, the aspect ratio "
+            "is kept.\n\n" + _SAVED
         ),
         args=ResizeArgs,
+        output=SavedImageOutput,
         run=image_resize,
+        annotations=WRITES_FILES,
     ),
-    ToolSpec(
+    document_tool(
         name="image_zoom",
         description=(
-            "Zoom into a region of an image: crops the region, then scales it up by zoom_factor.\n\n"
-            "Args:\n    path: Path to the input image.\n"
-            "    region: {\"left\": int, \"top\": int, \"width\": int, \"height\": int}.\n"
-            "    zoom_factor: Zoom multiplier (default 2.0).\n" + _EDIT_ARGS_DOC
+            "Zoom into a region of an image: crop the region, scale it up by zoom_factor, and write it "
+            "as a new file.\n\n" + _SAVED
         ),
         args=ZoomArgs,
+        output=SavedImageOutput,
         run=image_zoom,
+        annotations=WRITES_FILES,
     ),
-    ToolSpec(
+    document_tool(
         name="image_rotate",
         description=(
-            "Rotate an image by a given angle (counter-clockwise). The canvas is expanded to fit the "
-            "whole rotated image (multiples of 90 degrees are exact).\n\n"
-            "Args:\n    path: Path to the input image.\n    angle: Rotation angle in degrees "
-            "(counter-clockwise).\n" + _EDIT_ARGS_DOC
+            "Rotate an image counter-clockwise and write it as a new file. The canvas grows to fit the "
+            "whole rotated image (multiples of 90 degrees are exact).\n\n" + _SAVED
         ),
         args=RotateArgs,
+        output=SavedImageOutput,
         run=image_rotate,
+        annotations=WRITES_FILES,
     ),
-    ToolSpec(
+    document_tool(
         name="image_annotate",
         description=(
-            "Add annotations (text, rectangles, circles, arrows) to an image.\n\n"
-            "Args:\n    path: Path to the input image.\n"
-            "    annotations: A list of annotation objects (or that list as a JSON string):\n"
-            "        - {\"type\": \"rectangle\", \"x\": int, \"y\": int, \"width\": int, \"height\": int, \"color\": str}\n"
-            "        - {\"type\": \"text\", \"x\": int, \"y\": int, \"text\": str, \"font_size\": int, \"color\": str}\n"
-            "        - {\"type\": \"circle\", \"cx\": int, \"cy\": int, \"radius\": int, \"color\": str}\n"
-            "        - {\"type\": \"arrow\", \"x1\": int, \"y1\": int, \"x2\": int, \"y2\": int, \"color\": str}\n"
-            "      color defaults to 'red'; rectangle, circle and arrow take line_width (default 3).\n"
-            + _EDIT_ARGS_DOC
+            "Draw annotations (rectangles, text, circles, arrows) on an image and write it as a new file.\n\n"
+            "annotations is a list (or that list as a JSON string) of:\n"
+            "- {\"type\": \"rectangle\", \"x\", \"y\", \"width\", \"height\", \"color\"?, \"line_width\"?}\n"
+            "- {\"type\": \"text\", \"x\", \"y\", \"text\", \"font_size\"?, \"color\"?}\n"
+            "- {\"type\": \"circle\", \"cx\", \"cy\", \"radius\", \"color\"?, \"line_width\"?}\n"
+            "- {\"type\": \"arrow\", \"x1\", \"y1\", \"x2\", \"y2\", \"color\"?, \"line_width\"?}\n"
+            "Coordinates in pixels from the top-left corner; color defaults to 'red', line_width to 3.\n\n"
+            "Returns: the path, size and format of the image written, and how many annotations were drawn."
         ),
         args=AnnotateArgs,
+        output=AnnotatedImageOutput,
         run=image_annotate,
+        annotations=WRITES_FILES,
     ),
-    ToolSpec(
+    document_tool(
         name="image_convert",
         description=(
-            "Convert an image between formats (PNG, JPEG, WEBP, BMP, TIFF).\n\n"
-            "Non-RGB/L modes are normalized to RGB for JPEG, compositing any alpha onto a white "
-            "background (not black).\n\n"
-            "Args:\n    path: Path to the input image.\n"
-            "    format: Target format: 'png', 'jpeg', 'webp', 'bmp', 'tiff'.\n"
-            "    output_path: Path for the output image (default: new file with the new extension).\n"
-            "    frame: Frame index for multi-frame inputs (default 0).\n\n"
-            "Returns:\n    JSON {output_path, width, height, format}."
+            "Convert an image to another format (PNG, JPEG, WEBP, BMP, TIFF) and write it as a new file "
+            "(default: next to the input, with the new extension). For JPEG, transparency is composited "
+            "onto white (not black).\n\n" + _SAVED
         ),
         args=ConvertImageArgs,
+        output=SavedImageOutput,
         run=image_convert,
+        annotations=WRITES_FILES,
     ),
 ]

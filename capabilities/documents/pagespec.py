@@ -1,4 +1,5 @@
-"""Page selections: 'all', '1-5', '1,3,7', '1-3,7' and open-ended '21-' (1-indexed)."""
+"""Page selections: 'all', '1-5', '1,3,7', '1-3,7' and open-ended '21-' (1-indexed), and
+the short form of a list of pages for summaries."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
-from .errors import BadDocument
+from .errors import InvalidRequest
+
+PAGES_DOC = "Pages, numbered from 1: 'all', '1-5', '1,3,7', mixed '1-3,7', or open-ended '21-' (21 to the end)."
 
 _PART = re.compile(r"^\s*(\d+)\s*(?:(-)\s*(\d+)?)?\s*$")
 
@@ -30,11 +33,11 @@ def check_syntax(spec: str) -> str:
     return spec
 
 
-def select_pages(spec: str, page_count: int) -> list[int]:
+def select_pages(spec: str, page_count: int, field: str = "pages") -> list[int]:
     """The 1-indexed pages `spec` names, in order, without repeats.
 
     Raises:
-        BadDocument: a page is out of range; the message gives the document's page count.
+        InvalidRequest: a page is out of range; the message gives the document's page count.
     """
     if spec.strip().lower() == "all":
         return list(range(1, page_count + 1))
@@ -48,10 +51,10 @@ def select_pages(spec: str, page_count: int) -> list[int]:
         end = start if not dash else (int(last) if last is not None else page_count)
         if start > page_count or end > page_count:
             bad = start if start > page_count else end
-            raise BadDocument(
+            raise InvalidRequest(
                 f"page {bad} is out of range: the "
-                f"document has {page_count} page{'s' if page_count != 1 else ''} (1-{page_count}); "
-                f"ask for pages within it"
+                f"document has {page_count} page{'s' if page_count != 1 else ''} (1-{page_count})",
+                hint="ask for pages within it", field=field,
             )
         for page in range(start, end + 1):
             if page not in pages:
@@ -61,3 +64,20 @@ def select_pages(spec: str, page_count: int) -> list[int]:
 
 PageSpec = Annotated[str, AfterValidator(check_syntax)]
 """A page selection string, its syntax checked when the arguments are validated."""
+
+
+def describe(pages: list[int], page_count: int | None = None) -> str:
+    """'page 2', 'pages 1-3, 7' (runs of consecutive pages joined), with ' of N' when given."""
+    runs: list[str] = []
+    start = prev = None
+    for page in pages:
+        if prev is not None and page == prev + 1:
+            prev = page
+            continue
+        if start is not None:
+            runs.append(str(start) if start == prev else f"{start}-{prev}")
+        start = prev = page
+    if start is not None:
+        runs.append(str(start) if start == prev else f"{start}-{prev}")
+    text = ("page " if len(pages) == 1 else "pages ") + (", ".join(runs) or "none")
+    return text + (f" of {page_count}" if page_count is not None else "")

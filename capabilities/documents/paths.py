@@ -21,7 +21,7 @@ from pathlib import Path
 
 from capabilities import session
 
-from .errors import BadDocument, PathRefused
+from .errors import InvalidRequest, NotFound, PathRefused
 
 ROOTS_ENV = "CODEDESK_DOCUMENT_ROOTS"
 DESKTOP_USER = "desktop"
@@ -57,18 +57,20 @@ class Roots:
     def describe(self) -> str:
         return ", ".join(str(d) for d in self.dirs) or "(none configured)"
 
-    def _lexical(self, path: str) -> Path:
+    def _lexical(self, path: str, field: str) -> Path:
         if not path or not path.strip():
-            raise PathRefused("the path is empty; give a file path inside " + self.describe())
+            raise InvalidRequest("the path is empty", hint="give a file path inside " + self.describe(),
+                                 field=field)
         raw = _expand_home(path)
         if ".." in raw.parts:
             raise PathRefused(
-                f"{path!r} contains '..', which is not allowed; give the path without '..' "
-                f"inside one of the roots: {self.describe()}"
+                f"{path!r} contains '..', which is not allowed",
+                hint=f"give the path without '..' inside one of the roots: {self.describe()}", field=field,
             )
         if not raw.is_absolute():
             if not self.dirs:
-                raise PathRefused(f"{path!r} is relative and no document roots are configured")
+                raise PathRefused(f"{path!r} is relative and no document roots are configured",
+                                  hint=f"give an absolute path, or set {ROOTS_ENV}", field=field)
             raw = self.dirs[0] / raw
         return Path(os.path.normpath(raw))
 
@@ -78,52 +80,57 @@ class Roots:
                 return root
         return None
 
-    def _confine(self, path: str, lexical: Path, real: Path) -> None:
+    def _confine(self, path: str, lexical: Path, real: Path, field: str) -> None:
         if self._root_of(real) is not None:
             return
         if self._root_of(lexical) is not None:
             # Inside a root by name, outside in reality: a symlink leads out.
             raise PathRefused(
                 f"{path!r} resolves through a symlink to {str(real)!r}, outside the document "
-                f"roots ({self.describe()}); copy the file inside a root instead"
+                f"roots ({self.describe()})", hint="copy the file inside a root instead", field=field,
             )
         raise PathRefused(
-            f"{path!r} is outside the document roots ({self.describe()}); use a file inside "
-            f"one of them (set {ROOTS_ENV} to allow other directories)"
+            f"{path!r} is outside the document roots ({self.describe()})",
+            hint=f"use a file inside one of them (set {ROOTS_ENV} to allow other directories)", field=field,
         )
 
-    def input_file(self, path: str) -> Path:
-        """The real path of an existing file inside the roots."""
-        lexical = self._lexical(path)
+    def input_file(self, path: str, field: str = "path") -> Path:
+        """The real path of an existing file inside the roots (`field`: the argument it came from)."""
+        lexical = self._lexical(path, field)
         real = Path(os.path.realpath(lexical))
-        self._confine(path, lexical, real)
+        self._confine(path, lexical, real, field)
         if not real.exists():
-            raise BadDocument(f"no such file: {str(lexical)!r}; check the path (list the folder with exec)")
+            raise NotFound(f"no such file: {str(lexical)!r}",
+                           hint="check the path (list the folder with exec, e.g. ls)", field=field)
         if not real.is_file():
-            raise BadDocument(f"{str(lexical)!r} is not a file")
+            raise InvalidRequest(f"{str(lexical)!r} is not a file", hint="give the path of a file in it",
+                                 field=field)
         return real
 
-    def output_file(self, path: str) -> Path:
+    def output_file(self, path: str, field: str = "output_path") -> Path:
         """The real path a tool may write to: inside the roots, in an existing directory."""
-        lexical = self._lexical(path)
+        lexical = self._lexical(path, field)
         parent = Path(os.path.realpath(lexical.parent))
         real = parent / lexical.name
         if real.is_symlink():
             real = Path(os.path.realpath(real))
-        self._confine(path, lexical, real)
+        self._confine(path, lexical, real, field)
         if not parent.is_dir():
-            raise BadDocument(f"the folder {str(lexical.parent)!r} does not exist; create it first or pick another output path")
+            raise NotFound(f"the folder {str(lexical.parent)!r} does not exist",
+                           hint="create it first, or pick another output path", field=field)
         if real.is_dir():
-            raise BadDocument(f"{str(lexical)!r} is a folder; give a file name for the output")
+            raise InvalidRequest(f"{str(lexical)!r} is a folder", hint="give a file name for the output",
+                                 field=field)
         return real
 
-    def output_dir(self, path: str) -> Path:
+    def output_dir(self, path: str, field: str = "outdir") -> Path:
         """The real path of an existing directory inside the roots."""
-        lexical = self._lexical(path)
+        lexical = self._lexical(path, field)
         real = Path(os.path.realpath(lexical))
-        self._confine(path, lexical, real)
+        self._confine(path, lexical, real, field)
         if not real.is_dir():
-            raise BadDocument(f"the folder {str(lexical)!r} does not exist; give an existing folder as outdir")
+            raise NotFound(f"the folder {str(lexical)!r} does not exist",
+                           hint=f"give an existing folder as {field}", field=field)
         return real
 
 

@@ -1,25 +1,27 @@
-"""The one result builder of the documents server: JSON text first, then image blocks.
+"""What a documents tool hands back, and the encoding of the images it shows.
 
-Tools return a `ToolOutput`; `to_call_result` turns it (or a `DocumentError`) into the MCP
-`CallToolResult`. `is_error` is set only in `failure`.
+A tool returns a `ToolOutput`: its typed output model (the tool's `outputSchema` is made from
+the same model), a one-line summary a person can read, and its images. `ToolOutput.result`
+builds the contract's result (`capabilities.contract.success`): the model as structured
+content, the summary as text, the images as image blocks; an image is referenced from the
+structured content by `image_index`, its index among the result's images.
 
-Images handed to the model are scaled so the long edge is at most `CODEDESK_IMAGE_MAX_EDGE_PX`
-(1568 by default) and the encoded bytes at most `CODEDESK_IMAGE_MAX_MB` (3 by default), so every
-model provider accepts them.
+Images handed back are scaled so the long edge is at most `CODEDESK_IMAGE_MAX_EDGE_PX` (1568
+by default) and the encoded bytes at most `CODEDESK_IMAGE_MAX_MB` (3 by default), so every
+model provider accepts one a script attaches with `artifact()`.
 """
 
 from __future__ import annotations
 
-import base64
 import io
-import json
 import os
 from dataclasses import dataclass, field
-from typing import Any
 
 import mcp_types as types
 from PIL import Image
+from pydantic import BaseModel
 
+from .. import contract
 from ..png import encode_png
 
 DEFAULT_MAX_EDGE_PX = 1568
@@ -38,10 +40,18 @@ class EncodedImage:
 
 @dataclass(frozen=True, kw_only=True)
 class ToolOutput:
-    """What a tool produced: `data` becomes the JSON text block, `images` the image blocks."""
+    """What a tool produced: its output model, a one-line summary, and its images in the order
+    the output's `image_index` fields count them."""
 
-    data: dict[str, Any]
+    data: BaseModel
+    summary: str
     images: list[EncodedImage] = field(default_factory=list)
+
+    def result(self) -> types.CallToolResult:
+        """The contract's result. Optional fields left unset are left out, not sent as null."""
+        structured = self.data.model_dump(mode="json", exclude_none=True)
+        return contract.success(structured, self.summary,
+                                [contract.Image(image.data, image.mime_type) for image in self.images])
 
 
 def image_limits() -> tuple[int, int]:
@@ -89,24 +99,3 @@ def _encode(image: Image.Image, fmt: str) -> bytes:
     buffer = io.BytesIO()
     image.save(buffer, "JPEG", quality=85, optimize=True)
     return buffer.getvalue()
-
-
-def success(output: ToolOutput) -> types.CallToolResult:
-    """The JSON text block, then one image block per image.
-
-    The JSON is not repeated as structured content: a 100-page PDF's text would cross the
-    wire twice.
-    """
-    content: list[types.ContentBlock] = [
-        types.TextContent(text=json.dumps(output.data, ensure_ascii=False))
-    ]
-    for image in output.images:
-        content.append(
-            types.ImageContent(data=base64.b64encode(image.data).decode("ascii"), mime_type=image.mime_type)
-        )
-    return types.CallToolResult(content=content)
-
-
-def failure(message: str) -> types.CallToolResult:
-    """An error result whose text starts with "Error: " and says what to do next."""
-    return types.CallToolResult(content=[types.TextContent(text=f"Error: {message}")], is_error=True)

@@ -1,9 +1,10 @@
 """The `documents` capability server: one registry of the tool families, served over MCP.
 
-Each family module (`pdf`, `ocr`, `render`, `office`, `images`, `convert`, `overview`) exports
-`TOOLS`; this module lists them, validates every call's arguments with the tool's own model
-(the same model that produced the schema the client sees), runs the tool in a worker thread,
-and turns the outcome into a result with `results`.
+Each family module (`pdf`, `ocr`, `office`, `images`, `render`, `convert`, `overview`) exports
+`TOOLS`; `REGISTRY` (the contract's `ToolRegistry`) lists them, validates every call's input
+with the tool's own model, runs it, and answers by the one result contract
+(`capabilities.contract`). The lifespan owns the server's state, the `Workspace` with the one
+LibreOffice converter, and closes it at shutdown.
 """
 
 from __future__ import annotations
@@ -21,56 +22,25 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
-from pydantic import ValidationError
+
+from capabilities.contract import ToolRegistry
 
 from . import convert, images, ocr, office, overview, pdf, render
-from .convert import OfficeConverter
-from .errors import DocumentError
-from .results import failure, success
-from .tooling import ToolSpec, Workspace
+from .libreoffice import OfficeConverter
+from .tooling import Workspace
 
 log = logging.getLogger("codedesk.documents")
 
 SERVER_NAME = "documents"
-TOOLS: dict[str, ToolSpec] = {
-    spec.name: spec
-    for family in (pdf, ocr, office, images, render, convert, overview)
-    for spec in family.TOOLS
-}
-
-
-def describe_validation_error(spec: ToolSpec, exc: ValidationError) -> str:
-    """One line per problem, naming the field; unknown fields are listed with the known ones."""
-    known = ", ".join(spec.args.model_fields)
-    problems = []
-    for error in exc.errors():
-        where = ".".join(str(part) for part in error["loc"]) or "arguments"
-        if error["type"] == "extra_forbidden":
-            problems.append(f"unknown field {where!r} (the fields of {spec.name} are: {known})")
-        elif error["type"] == "missing":
-            problems.append(f"missing required field {where!r}")
-        else:
-            problems.append(f"{where}: {error['msg']}")
-    return f"invalid arguments for {spec.name}: " + "; ".join(problems) + ". Nothing was done."
+REGISTRY: ToolRegistry[Workspace] = ToolRegistry(
+    SERVER_NAME,
+    [spec for family in (pdf, ocr, office, images, render, convert, overview) for spec in family.TOOLS],
+)
 
 
 async def call_tool(workspace: Workspace, name: str, arguments: dict | None) -> types.CallToolResult:
-    """Validate, run and package one tool call (also used directly by in-process tests)."""
-    spec = TOOLS.get(name)
-    if spec is None:
-        return failure(f"unknown tool {name!r}; the documents tools are: {', '.join(TOOLS)}")
-    try:
-        args = spec.args.model_validate(arguments or {})
-    except ValidationError as exc:
-        return failure(describe_validation_error(spec, exc))
-    try:
-        output = await anyio.to_thread.run_sync(spec.run, workspace, args)
-    except DocumentError as exc:
-        return failure(str(exc))
-    except Exception as exc:  # a bug or an unforeseen library failure: say which, keep serving
-        log.exception("%s failed", name)
-        return failure(f"{name} failed unexpectedly ({type(exc).__name__}: {exc}); check the file and arguments")
-    return success(output)
+    """Validate, run and answer one tool call (also used directly by in-process tests)."""
+    return await REGISTRY.call(workspace, name, arguments)
 
 
 @asynccontextmanager
@@ -93,16 +63,11 @@ async def workspace_lifespan(_: Server) -> AsyncIterator[Workspace]:
 
 
 async def _list_tools(ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-    return types.ListToolsResult(
-        tools=[
-            types.Tool(name=spec.name, description=spec.description, input_schema=spec.input_schema())
-            for spec in TOOLS.values()
-        ]
-    )
+    return types.ListToolsResult(tools=REGISTRY.list_tools())
 
 
 async def _call_tool(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
-    return await call_tool(ctx.lifespan_context, params.name, params.arguments)
+    return await REGISTRY.call(ctx.lifespan_context, params.name, params.arguments)
 
 
 def build_server() -> Server:
@@ -112,7 +77,8 @@ def build_server() -> Server:
         instructions=(
             "Read, render and convert PDFs, Office files and images on the desktop, locally. "
             "Paths must be inside the document roots (the desktop user's home and the session's "
-            "data directory by default)."
+            "data directory by default). Every tool returns structured content described by its "
+            "output schema, and a one-line summary."
         ),
         lifespan=workspace_lifespan,
         on_list_tools=_list_tools,

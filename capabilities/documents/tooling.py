@@ -1,22 +1,27 @@
-"""What every tool module shares: the argument base model, the tool spec, the workspace.
+"""What every tool family module shares: the argument and output base models, the server's
+state (`Workspace`), and `document_tool`, which makes a contract `ToolSpec` of a tool body.
 
-Each tool family module exports `TOOLS: list[ToolSpec]`; `server.py` combines them. A tool's
-input schema is generated from its `Args` model, and the same model validates its input.
+Each family module exports `TOOLS: list[ToolSpec[Workspace]]`; `server.py` combines them in
+one `ToolRegistry`. A tool's input schema is generated from its `Args` model (the same model
+validates its input) and its output schema from its output model (the same model it returns).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
+import anyio
+import mcp_types as types
 from pydantic import BaseModel, ConfigDict
 
+from capabilities.contract import ToolError, ToolSpec
+
+from .errors import DocumentError
+from .libreoffice import OfficeConverter
 from .paths import Roots
 from .results import ToolOutput
-
-if TYPE_CHECKING:
-    from .convert import OfficeConverter
 
 
 class Args(BaseModel):
@@ -25,9 +30,32 @@ class Args(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _absent_not_null(schema: dict[str, Any], model: type[BaseModel]) -> None:
+    """An optional output field is left out when unset (`ToolOutput.result`), never sent as
+    null: say so in the schema, so typed declarations read `x?: T`, not `x?: T | null`."""
+    required = set(schema.get("required", ()))
+    for name, prop in schema.get("properties", {}).items():
+        options = prop.get("anyOf")
+        if name in required or not options or {"type": "null"} not in options:
+            continue
+        rest = [option for option in options if option != {"type": "null"}]
+        del prop["anyOf"]
+        prop.pop("default", None)
+        if len(rest) == 1:
+            prop.update(rest[0])
+        else:
+            prop["anyOf"] = rest
+
+
+class Output(BaseModel):
+    """Base of every tool's output model: exactly the fields listed, optional ones left out when unset."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_absent_not_null)
+
+
 @dataclass(frozen=True)
 class Workspace:
-    """The server's long-lived state, created by its lifespan.
+    """The server's long-lived state, created by its lifespan, which closes `office` at shutdown.
 
     `roots` are read afresh on every call unless fixed, so a desktop session that starts after
     the server is found.
@@ -41,20 +69,49 @@ class Workspace:
         return self.fixed_roots if self.fixed_roots is not None else Roots.from_environment()
 
 
-@dataclass(frozen=True)
-class ToolSpec:
-    """One tool: its name, the description the model reads, its argument model and its body.
+A = TypeVar("A", bound=Args)
 
-    `run` is synchronous (pymupdf, Pillow and LibreOffice block); the server calls it in a
-    worker thread.
+PATH_DOC = (
+    "Path of the file: absolute, '~/...' (the desktop user's home), or relative to the first "
+    "document root. Must be inside the document roots."
+)
+
+READ_ONLY = {"read_only_hint": True, "open_world_hint": False}
+# Writers never replace a file unless asked (output_path named, overwrite=true), but then they do.
+WRITES_FILES = {"read_only_hint": False, "destructive_hint": True, "open_world_hint": False}
+
+
+def document_tool(*, name: str, description: str, args: type[A], output: type[BaseModel] | dict[str, Any],
+                  run: Callable[[Workspace, A], ToolOutput],
+                  annotations: dict[str, Any] | None = None) -> ToolSpec[Workspace]:
+    """The contract `ToolSpec` of a synchronous tool body.
+
+    pymupdf, Pillow and LibreOffice block, so `run` runs in a worker thread. This is the one
+    place a `DocumentError` becomes the contract's `ToolError`, and a file-system error the
+    body did not foresee (a file unreadable for this server's user) becomes one too.
     """
 
-    name: str
-    description: str
-    args: type[Args]
-    run: Callable[[Workspace, Any], ToolOutput]
+    async def run_in_thread(workspace: Workspace, arguments: A) -> types.CallToolResult:
+        try:
+            produced = await anyio.to_thread.run_sync(run, workspace, arguments)
+        except DocumentError as exc:
+            raise exc.to_tool_error() from exc
+        except OSError as exc:
+            raise _os_error(name, exc) from exc
+        return produced.result()
 
-    def input_schema(self) -> dict[str, Any]:
-        schema = self.args.model_json_schema()
-        schema["title"] = f"{self.name}Arguments"
-        return schema
+    return ToolSpec(name=name, description=description, args=args, output=output, run=run_in_thread,
+                    annotations=dict(READ_ONLY if annotations is None else annotations))
+
+
+def _os_error(tool: str, exc: OSError) -> ToolError:
+    where = f" {exc.filename!r}" if exc.filename else ""
+    reason = exc.strerror or str(exc)
+    if isinstance(exc, PermissionError):
+        return ToolError("refused", f"{tool}: permission denied for{where} ({reason})",
+                         hint="the documents server runs as the desktop user: make the file readable "
+                              "(and its folder writable, for outputs) by that user")
+    if isinstance(exc, FileNotFoundError):
+        return ToolError("not_found", f"{tool}: no such file or folder{where}",
+                         hint="check the path; it may have been removed meanwhile")
+    return ToolError("failed", f"{tool}: cannot access{where} ({reason})", hint="check the file and try again")

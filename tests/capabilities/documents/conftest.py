@@ -1,21 +1,24 @@
 """Fixtures of the documents tests: a root folder of real documents, an in-process workspace
 over it, and `call`, which runs a tool exactly as the server does (validation, worker thread,
-result builder) and returns the MCP `CallToolResult`.
+result builder), checks the result against the tool's output schema, and returns the MCP
+`CallToolResult`.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
-import json
 import shutil
 from pathlib import Path
 
 import anyio
+import jsonschema
 import pytest
 
-from capabilities.documents.convert import OfficeConverter
+from capabilities.contract import ERROR_KINDS
+from capabilities.documents.libreoffice import OfficeConverter
 from capabilities.documents.paths import Roots
-from capabilities.documents.server import call_tool
+from capabilities.documents.server import REGISTRY, call_tool
 from capabilities.documents.tooling import Workspace
 
 from . import builders
@@ -60,27 +63,62 @@ def scratch(docs_dir: Path) -> Path:
     return folder
 
 
+@functools.cache
+def output_validator(tool: str) -> jsonschema.Draft202012Validator:
+    schemas = {t.name: t.output_schema for t in REGISTRY.list_tools()}
+    return jsonschema.Draft202012Validator(schemas[tool])
+
+
+def check_contract(tool: str, result) -> None:
+    """The result keeps the one contract: structured content valid against the tool's output
+    schema, a text block first, and every image block pointed at by one `image_index`."""
+    output_validator(tool).validate(result.structured_content)
+    assert result.content and result.content[0].type == "text"
+    images = [block for block in result.content if block.type == "image"]
+    assert [block.type for block in result.content[1:]] == ["image"] * len(images)
+    indices = sorted(image_indices(result.structured_content))
+    assert indices == list(range(len(images))), f"image_index values {indices} for {len(images)} image(s)"
+
+
+def image_indices(value) -> list[int]:
+    """Every `image_index` in a structured result, at any depth."""
+    if isinstance(value, dict):
+        found = [value["image_index"]] if "image_index" in value else []
+        return found + [i for key, item in value.items() if key != "image_index" for i in image_indices(item)]
+    if isinstance(value, list):
+        return [i for item in value for i in image_indices(item)]
+    return []
+
+
 @pytest.fixture
 def call(workspace: Workspace):
-    """Call a tool in-process; returns the CallToolResult."""
+    """Call a tool in-process; returns the CallToolResult, its contract checked."""
 
     def run(tool: str, **arguments):
-        return anyio.run(call_tool, workspace, tool, arguments)
+        result = anyio.run(call_tool, workspace, tool, arguments)
+        check_contract(tool, result)
+        return result
 
     return run
 
 
 def ok(result) -> dict:
-    """The JSON of a successful result (fails the test with the error text otherwise)."""
+    """The structured content of a successful result (fails the test with the error otherwise)."""
     assert not result.is_error, result.content[0].text
-    return json.loads(result.content[0].text)
+    assert "error" not in result.structured_content
+    return result.structured_content
 
 
-def error(result) -> str:
-    """The text of an error result (fails the test if the call succeeded)."""
+def error(result, kind: str | None = None) -> str:
+    """The text of an error result, `Error: <message> (<hint>)` (fails the test if the call
+    succeeded, or if its error kind is not `kind`)."""
     assert result.is_error, f"expected an error, got {result.content[0].text[:300]}"
+    problem = result.structured_content["error"]
+    assert problem["kind"] in ERROR_KINDS
+    if kind is not None:
+        assert problem["kind"] == kind, problem
     text = result.content[0].text
-    assert text.startswith("Error: ")
+    assert text.startswith("Error: ") and problem["message"] in text
     return text
 
 

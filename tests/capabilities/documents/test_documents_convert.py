@@ -17,12 +17,19 @@ import psutil
 import pytest
 from PIL import Image
 
-from capabilities.documents.convert import OfficeConverter, discard, office_user
+from capabilities.documents.libreoffice import OfficeConverter, discard, office_user
 from capabilities.documents.paths import Roots
 from capabilities.documents.server import call_tool
 from capabilities.documents.tooling import Workspace
 
-from .conftest import copy_into, error, ok
+from .conftest import check_contract, copy_into, error, ok
+
+
+def convert(ws: Workspace, arguments: dict):
+    """convert_document on a workspace of the test's own, its contract checked."""
+    result = anyio.run(call_tool, ws, "convert_document", arguments)
+    check_contract("convert_document", result)
+    return result
 
 
 def test_docx_to_pdf_writes_next_to_the_source(call, docs_dir, scratch):
@@ -30,12 +37,12 @@ def test_docx_to_pdf_writes_next_to_the_source(call, docs_dir, scratch):
     source = copy_into(scratch, docs_dir / "annual.docx")
     data = ok(call("convert_document", path=str(source), to="pdf"))
     assert data["output_files"] == [str(scratch / "annual.pdf")]
-    assert data["pages"] == 1 and data["engine"] == "libreoffice"
+    assert data["page_count"] == 1 and data["engine"] == "libreoffice" and "pages" not in data
     text = ok(call("read_pdf", path=data["output_files"][0]))["pages"][0]["text"]
     assert "Annual Report" in text and "North" in text
 
     before = (scratch / "annual.pdf").stat().st_mtime_ns
-    message = error(call("convert_document", path=str(source), to="pdf"))
+    message = error(call("convert_document", path=str(source), to="pdf"), kind="refused")
     assert "already exists" in message and "overwrite=true" in message
     assert (scratch / "annual.pdf").stat().st_mtime_ns == before
 
@@ -61,6 +68,7 @@ def test_render_a_docx_page_and_convert_it_to_png(call, docs_dir, scratch):
     png = ok(call("convert_document", path=str(docs_dir / "annual.docx"), to="png", outdir=str(scratch)))
     assert time.monotonic() - started < 60
     assert png["output_files"] == [str(scratch / "annual-p1.png")] and png["pages"] == [1]
+    assert "page_count" not in png
     with Image.open(scratch / "annual-p1.png") as page:
         assert page.size == (data["width"] * 2, data["height"] * 2)
 
@@ -69,8 +77,8 @@ def test_presentation_pages_as_images(call, docs_dir):
     """Each slide of a PPTX comes back as a landscape image."""
     result = call("read_document_pages_as_images", path=str(docs_dir / "kickoff.pptx"), scale=0.5)
     data = ok(result)
-    assert data["pages"] == [1, 2]
-    assert all(width > height for width, height in data["sizes"])
+    assert [p["page"] for p in data["pages"]] == [1, 2]
+    assert all(p["width"] > p["height"] for p in data["pages"])
     assert len(result.content) == 3
 
 
@@ -87,10 +95,13 @@ def test_pdf_to_png_overwrites_only_when_asked(call, docs_dir, scratch):
 
 def test_conversions_that_cannot_work_are_refused_up_front(call, docs_dir):
     """PDF to DOCX, a spreadsheet to DOCX, pages for a non-image target, and an unknown format."""
-    assert "only be converted to png or jpg" in error(call("convert_document", path=str(docs_dir / "report.pdf"), to="docx"))
-    assert "spreadsheet" in error(call("convert_document", path=str(docs_dir / "sales.xlsx"), to="docx"))
-    assert "png / jpg" in error(call("convert_document", path=str(docs_dir / "annual.docx"), to="pdf", page="1"))
-    message = error(call("convert_document", path=str(docs_dir / "annual.docx"), to="rtf"))
+    assert "only be converted to png or jpg" in error(
+        call("convert_document", path=str(docs_dir / "report.pdf"), to="docx"), kind="invalid_arguments")
+    assert "spreadsheet" in error(call("convert_document", path=str(docs_dir / "sales.xlsx"), to="docx"),
+                                  kind="invalid_arguments")
+    assert "png / jpg" in error(call("convert_document", path=str(docs_dir / "annual.docx"), to="pdf", page="1"),
+                                kind="invalid_arguments")
+    message = error(call("convert_document", path=str(docs_dir / "annual.docx"), to="rtf"), kind="invalid_arguments")
     assert "to" in message and "'pdf'" in message
 
 
@@ -114,12 +125,13 @@ def test_a_root_server_runs_libreoffice_as_the_unprivileged_user(office, call, d
 
 
 def test_missing_libreoffice_says_how_to_install(docs_dir, scratch):
-    """Without soffice, the error names `make install`."""
+    """Without soffice, the error is `unavailable` and its hint names `make install`."""
     converter = OfficeConverter(soffice="/nonexistent/soffice")
     try:
         ws = Workspace(office=converter, fixed_roots=Roots((docs_dir,)))
-        result = anyio.run(call_tool, ws, "convert_document", {"path": str(docs_dir / "annual.docx"), "to": "odt", "outdir": str(scratch)})
-        assert "make install" in error(result)
+        result = convert(ws, {"path": str(docs_dir / "annual.docx"), "to": "odt", "outdir": str(scratch)})
+        error(result, kind="unavailable")
+        assert "make install" in result.structured_content["error"]["hint"]
     finally:
         converter.close()
 
@@ -153,14 +165,15 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_hung_conversion_is_killed_and_the_next_one_works(hang_once_soffice, docs_dir, scratch):
-    """A conversion past its timeout is killed with its whole process group; the next succeeds."""
+    """A conversion past its timeout is a `timeout` error, killed with its whole process group;
+    the next succeeds."""
     # The script lives in a folder only this process may enter: run it as ourselves.
     converter = OfficeConverter(soffice=str(hang_once_soffice), user=None)
     ws = Workspace(office=converter, fixed_roots=Roots((docs_dir,)))
     args = {"path": str(docs_dir / "annual.docx"), "to": "odt", "outdir": str(scratch)}
     try:
         started = time.monotonic()
-        message = error(anyio.run(call_tool, ws, "convert_document", {**args, "timeout_seconds": 2}))
+        message = error(convert(ws, {**args, "timeout_seconds": 2}), kind="timeout")
         assert time.monotonic() - started < 30
         assert "within 2 s" in message and "nothing was written" in message
         group = int(re.search(r"process group (\d+) killed", message).group(1))
@@ -172,7 +185,7 @@ def test_a_hung_conversion_is_killed_and_the_next_one_works(hang_once_soffice, d
         assert not any(_alive(p.pid) for p in psutil.process_iter() if _pgid(p.pid) == group)
         assert list(scratch.iterdir()) == []
 
-        data = ok(anyio.run(call_tool, ws, "convert_document", args))
+        data = ok(convert(ws, args))
         assert data["output_files"] == [str(scratch / "annual.odt")]
         assert (scratch / "annual.odt").stat().st_size > 0
     finally:
@@ -217,6 +230,7 @@ def test_conversions_run_one_at_a_time_with_their_own_profile(tmp_path, docs_dir
 
     try:
         for result in anyio.run(both):
+            check_contract("convert_document", result)
             ok(result)
     finally:
         converter.close()

@@ -35,8 +35,9 @@ def test_read_image_scales_a_big_image_to_1568(call, scratch):
     data = ok(result)
     assert (data["width"], data["height"]) == (4000, 1000)
     assert (data["delivered_width"], data["delivered_height"]) == (1568, 392)
-    delivered = Image.open(io.BytesIO(base64.b64decode(result.content[1].data)))
+    delivered = Image.open(io.BytesIO(base64.b64decode(result.content[1 + data["image_index"]].data)))
     assert delivered.size == (1568, 392)
+    assert result.content[0].text == "read_image: wide.png, PNG 4000x1000 px, shown at 1568x392"
 
 
 def test_read_image_keeps_under_3_mb(call, scratch):
@@ -80,7 +81,7 @@ def test_crop_works_in_the_exif_corrected_space(call, scratch):
 def test_crop_outside_the_image_is_refused(call, docs_dir, scratch):
     """A crop box beyond the image is refused with the image's size, and nothing is written."""
     message = error(call("image_crop", path=str(docs_dir / "invoice.png"), left=0, top=0, right=901, bottom=10,
-                         output_path=str(scratch / "out.png")))
+                         output_path=str(scratch / "out.png")), kind="invalid_arguments")
     assert "900x200" in message
     assert not (scratch / "out.png").exists()
 
@@ -177,14 +178,14 @@ def test_frames_are_chosen_and_checked(call, scratch):
     with Image.open(data["output_path"]) as out:
         assert out.size == (60, 40)
         assert out.convert("RGB").getpixel((30, 20)) == (0, 0, 255)
-    assert "3 frame" in error(call("image_convert", path=str(gif), format="png", frame=7))
+    assert "3 frame" in error(call("image_convert", path=str(gif), format="png", frame=7), kind="invalid_arguments")
 
 
 def test_corrupt_image_is_refused(call, scratch):
     """A file that is not an image is reported as such."""
     fake = scratch / "fake.png"
     fake.write_bytes(b"\x89PNG\r\n\x1a\n" + b"junk" * 10)
-    message = error(call("read_image", path=str(fake)))
+    message = error(call("read_image", path=str(fake)), kind="failed")
     assert "corrupt" in message or "not an image" in message
 
 

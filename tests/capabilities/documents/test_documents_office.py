@@ -26,22 +26,23 @@ def test_read_excel_sheet_and_range(call, docs_dir):
 
 def test_read_excel_refuses_unknown_sheet_and_bad_range(call, docs_dir):
     """A missing sheet lists the real ones; a malformed range shows the expected form."""
-    assert "'Sales'" in error(call("read_excel", path=str(docs_dir / "sales.xlsx"), sheet="Nope"))
-    assert "A1:D10" in error(call("read_excel", path=str(docs_dir / "sales.xlsx"), range="banana"))
+    assert "'Sales'" in error(call("read_excel", path=str(docs_dir / "sales.xlsx"), sheet="Nope"), kind="not_found")
+    assert "A1:D10" in error(call("read_excel", path=str(docs_dir / "sales.xlsx"), range="banana"),
+                             kind="invalid_arguments")
 
 
 def test_read_excel_refuses_a_corrupt_workbook(call, docs_dir, scratch):
     """A file that is not a workbook is reported as corrupt."""
     broken = scratch / "broken.xlsx"
     broken.write_bytes(b"PK\x03\x04 not really a zip")
-    assert "corrupt" in error(call("read_excel", path=str(broken)))
+    assert "corrupt" in error(call("read_excel", path=str(broken)), kind="failed")
 
 
 def test_old_binary_formats_say_how_to_convert(call, scratch):
     """A .doc file is met with the conversion that makes it readable."""
     old = scratch / "memo.doc"
     old.write_bytes(b"\xd0\xcf\x11\xe0 old word")
-    assert "convert_document" in error(call("read_word", path=str(old)))
+    assert "convert_document" in error(call("read_word", path=str(old)), kind="invalid_arguments")
 
 
 def test_read_word_headings_text_and_table_cells(call, docs_dir):

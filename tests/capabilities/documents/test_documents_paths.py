@@ -16,13 +16,13 @@ def test_a_file_outside_the_roots_is_refused(call, tmp_path):
     """A real file elsewhere on the machine is not readable."""
     outside = tmp_path / "elsewhere.txt"
     outside.write_text("private")
-    message = error(call("get_file_overview", path=str(outside)))
+    message = error(call("get_file_overview", path=str(outside)), kind="refused")
     assert "outside the document roots" in message and ROOTS_ENV in message
 
 
 def test_dot_dot_is_refused_even_when_it_lands_inside(call, docs_dir, scratch):
     """'..' is refused outright, so no path games are possible."""
-    message = error(call("read_pdf", path=f"{scratch}/../report.pdf"))
+    message = error(call("read_pdf", path=f"{scratch}/../report.pdf"), kind="refused")
     assert "'..'" in message
 
 
@@ -32,7 +32,7 @@ def test_a_symlink_leading_out_is_refused(call, scratch, tmp_path):
     secret.write_text("private")
     (scratch / "link.txt").symlink_to(secret)
     (scratch / "door").symlink_to(tmp_path, target_is_directory=True)
-    assert "symlink" in error(call("get_file_overview", path=str(scratch / "link.txt")))
+    assert "symlink" in error(call("get_file_overview", path=str(scratch / "link.txt")), kind="refused")
     assert "symlink" in error(call("get_file_overview", path=str(scratch / "door" / "secret.txt")))
 
 
@@ -45,7 +45,9 @@ def test_a_symlink_inside_the_roots_is_followed(call, docs_dir, scratch):
 def test_an_output_outside_the_roots_is_refused_and_nothing_written(call, docs_dir, tmp_path, scratch):
     """An output path outside the roots, directly or through a linked folder, writes nothing."""
     target = tmp_path / "out.png"
-    assert "outside" in error(call("image_resize", path=str(docs_dir / "invoice.png"), width=10, output_path=str(target)))
+    outside = call("image_resize", path=str(docs_dir / "invoice.png"), width=10, output_path=str(target))
+    assert "outside" in error(outside, kind="refused")
+    assert outside.structured_content["error"]["field"] == "output_path"
     (scratch / "door").symlink_to(tmp_path, target_is_directory=True)
     assert "symlink" in error(call("image_resize", path=str(docs_dir / "invoice.png"), width=10,
                                    output_path=str(scratch / "door" / "out.png")))
@@ -53,8 +55,8 @@ def test_an_output_outside_the_roots_is_refused_and_nothing_written(call, docs_d
 
 
 def test_a_missing_file_is_named(call, docs_dir):
-    """A path that does not exist says so, rather than 'outside'."""
-    assert "no such file" in error(call("read_word", path=str(docs_dir / "nope.docx")))
+    """A path that does not exist is `not_found` and says so, rather than 'outside'."""
+    assert "no such file" in error(call("read_word", path=str(docs_dir / "nope.docx")), kind="not_found")
 
 
 def test_roots_from_the_environment_variable(monkeypatch, tmp_path):

@@ -11,15 +11,18 @@ from PIL import Image
 from capabilities.documents.server import call_tool
 
 from . import builders
-from .conftest import error, ok
+from .conftest import check_contract, error, ok
 
 
 def test_read_pdf_returns_the_text_of_a_known_page(call, docs_dir):
     """The text of page 2 comes back under page 2, not another page's."""
-    data = ok(call("read_pdf", path=str(docs_dir / "report.pdf"), pages="2"))
+    result = call("read_pdf", path=str(docs_dir / "report.pdf"), pages="2")
+    data = ok(result)
     assert data["page_count"] == 3
     assert [p["page"] for p in data["pages"]] == [2]
     assert data["pages"][0]["text"].strip() == builders.page_text(2)
+    characters = len(data["pages"][0]["text"])
+    assert result.content[0].text == f"read_pdf: report.pdf, page 2 of 3, {characters} characters"
 
 
 def test_read_pdf_page_selections(call):
@@ -72,19 +75,19 @@ def test_ocr_image_reads_known_text(call, docs_dir):
 
 def test_ocr_refuses_an_unknown_language(call, docs_dir):
     """A language without Tesseract data is reported with how to get it."""
-    message = error(call("ocr_image", path=str(docs_dir / "invoice.png"), lang="xyz"))
+    message = error(call("ocr_image", path=str(docs_dir / "invoice.png"), lang="xyz"), kind="invalid_arguments")
     assert "tesseract-ocr-xyz" in message
 
 
 def test_missing_tesseract_says_how_to_install(call, docs_dir, monkeypatch, tmp_path):
-    """Without tesseract on PATH, OCR answers with `make install` rather than a traceback."""
+    """Without tesseract on PATH, OCR is `unavailable` with `make install`, not a traceback."""
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert "make install" in error(call("ocr_image", path=str(docs_dir / "invoice.png")))
+    assert "make install" in error(call("ocr_image", path=str(docs_dir / "invoice.png")), kind="unavailable")
 
 
 def test_encrypted_pdf_is_refused_clearly(call, docs_dir):
     """A password-protected PDF is named as such rather than read as empty."""
-    assert "encrypted" in error(call("read_pdf", path=str(docs_dir / "locked.pdf")))
+    assert "encrypted" in error(call("read_pdf", path=str(docs_dir / "locked.pdf")), kind="failed")
 
 
 def test_corrupt_pdf_is_refused_clearly(call, docs_dir):
@@ -95,16 +98,18 @@ def test_corrupt_pdf_is_refused_clearly(call, docs_dir):
 
 def test_page_out_of_range_names_the_page_count(call, docs_dir):
     """Asking for page 9 of a 3-page PDF says how many pages there are."""
-    message = error(call("read_pdf", path=str(docs_dir / "report.pdf"), pages="2,9"))
+    result = call("read_pdf", path=str(docs_dir / "report.pdf"), pages="2,9")
+    message = error(result, kind="invalid_arguments")
     assert "page 9 is out of range" in message and "3 pages" in message
+    assert result.structured_content["error"]["field"] == "pages"
     assert "3 pages" in error(call("render_document_page", path=str(docs_dir / "report.pdf"), page=4))
     assert "3 pages" in error(call("read_pdf", path=str(docs_dir / "report.pdf"), pages="4-"))
 
 
 def test_malformed_page_selection_is_refused_before_opening(call):
     """A selection like '3-1' or 'first' is refused by the argument check, naming the field."""
-    assert "pages" in error(call("read_pdf", path="missing.pdf", pages="3-1"))
-    assert "pages" in error(call("read_pdf", path="missing.pdf", pages="first"))
+    assert "pages" in error(call("read_pdf", path="missing.pdf", pages="3-1"), kind="invalid_arguments")
+    assert "pages" in error(call("read_pdf", path="missing.pdf", pages="first"), kind="invalid_arguments")
 
 
 def _image(result, index=1) -> Image.Image:
@@ -118,7 +123,7 @@ def test_render_page_dimensions_follow_the_scale(call, docs_dir):
     result = call("render_document_page", path=str(docs_dir / "report.pdf"), page=2, scale=1.0)
     data = ok(result)
     assert (data["width"], data["height"]) == (612, 792)
-    assert _image(result).size == (612, 792)
+    assert _image(result, 1 + data["image_index"]).size == (612, 792)
     assert _image(call("render_document_page", path=str(docs_dir / "report.pdf"), scale=1.5)).size == (918, 1188)
 
 
@@ -133,27 +138,31 @@ def test_render_page_scales_big_renders_down_to_1568(call, docs_dir):
 
 def test_render_refuses_image_files(call, docs_dir):
     """Images are pointed to read_image rather than rendered as documents."""
-    assert "read_image" in error(call("render_document_page", path=str(docs_dir / "invoice.png")))
+    assert "read_image" in error(call("render_document_page", path=str(docs_dir / "invoice.png")),
+                                 kind="invalid_arguments")
 
 
 def test_thumbnails_cover_the_first_pages(call, docs_dir):
-    """Thumbnails: one small image per page, at most max_pages."""
+    """Thumbnails: one small image per page, at most max_pages, each listed with its image."""
     result = call("render_document_thumbnail", path=str(docs_dir / "long.pdf"), max_pages=3)
     data = ok(result)
-    assert data["pages"] == [1, 2, 3]
-    images = [_image(result, i) for i in (1, 2, 3)]
+    assert [p["page"] for p in data["pages"]] == [1, 2, 3]
     assert len(result.content) == 4
-    assert all(max(image.size) == 256 for image in images)
+    for page in data["pages"]:
+        image = _image(result, 1 + page["image_index"])
+        assert max(image.size) == 256 and image.size == (page["width"], page["height"])
 
 
 def test_pages_as_images_caps_at_max_pages(call, docs_dir):
     """Pages beyond max_pages are dropped and listed, so the context is not flooded."""
     result = call("read_document_pages_as_images", path=str(docs_dir / "long.pdf"), pages="10-", scale=0.5, max_pages=4)
     data = ok(result)
-    assert data["pages"] == [10, 11, 12, 13]
+    assert [p["page"] for p in data["pages"]] == [10, 11, 12, 13]
     assert data["dropped_pages"] == list(range(14, 51))
     assert len(result.content) == 1 + 4
     assert _image(result).size == (306, 396)
+    assert result.content[0].text == ("read_document_pages_as_images: long.pdf, pages 10-13 of 50; "
+                                      "pages 14-50 dropped (over max_pages=4)")
 
 
 def test_file_overview_of_a_pdf(call, docs_dir):
@@ -183,4 +192,5 @@ def test_concurrent_calls_on_one_pdf_agree_with_serial_ones(workspace, docs_dir)
 
     results = anyio.run(both)
     for page, result in results.items():
+        check_contract("read_pdf", result)
         assert ok(result)["pages"][0]["text"].startswith(builders.page_text(page))
