@@ -59,6 +59,8 @@ KILL_GRACE_SECONDS = 2.0
 # Shorter when the server itself is stopping: its own caller gives it about two seconds.
 SHUTDOWN_GRACE_SECONDS = 0.5
 PRUNE_EVERY_SECONDS = 6 * 3600
+# Ended commands whose leftovers `kill` can still find by what the patrol noted.
+MAX_ENDED_KEPT = 256
 # How often running commands' logs are measured, and how many of those rounds between two
 # scans of /proc that note their descendants (a scan reads every process's stat: a few ms).
 PATROL_SECONDS = 0.1
@@ -237,6 +239,9 @@ class ProcessTable:
         self.limits = limits or Limits.from_env()
         self._tasks = tasks
         self._running: dict[str, Command] = {}
+        # Commands of ours that ended, with the descendants last seen: kill still reaches
+        # what they left running (a fork bomb whose first shell returned, for instance).
+        self._ended: dict[str, Command] = {}
         self._me = os.getpid()
         self._me_started = _started(self._me) or time.time()
         self._boot = _boot_id()
@@ -328,6 +333,7 @@ class ProcessTable:
             self.store.save(record)
 
     async def _kill_tree(self, command: Command, grace: float) -> None:
+        self._note_descendants()  # orphans adopted since the last patrol are counted too
         await kill_tree(
             command.record.id, command.process.pid, grace, command.tracked,
             {c.process.pid for c in self._running.values()},
@@ -427,6 +433,9 @@ class ProcessTable:
     def _finish(self, command: Command, status: str) -> None:
         if command.done.is_set():
             return
+        if command.record.id in self._running:
+            # Whatever it left running (adopted by now if orphaned) stays reachable by kill.
+            self._note_descendants()
         self._enforce_log_cap(command.record)
         cut = command.record.log_cut_at
         command.record = self.store.settle(command.record.id, status)
@@ -434,6 +443,9 @@ class ProcessTable:
             command.record.log_cut_at = cut
             self.store.save(command.record)
         self._running.pop(command.record.id, None)
+        self._ended[command.record.id] = command
+        while len(self._ended) > MAX_ENDED_KEPT:
+            self._ended.pop(next(iter(self._ended)))
         command.done.set()
 
     # -- following -------------------------------------------------------------------------
@@ -462,12 +474,26 @@ class ProcessTable:
             return command.record
         record, final = await self.status(command_id)
         if final:
+            ended = self._ended.get(command_id)
+            if ended is not None:
+                await self._kill_leftovers(ended)
             return record
         # Run by another live exec server on this data directory: stop it, record the
         # cancellation first so that server keeps it when it sees the program exit.
         record = self.store.settle(command_id, "cancelled")
         await kill_tree(command_id, self._session_of(record), KILL_GRACE_SECONDS)
         return record
+
+    async def _kill_leftovers(self, command: Command) -> None:
+        """Kill what an ended command of ours left running; its status stays as it was."""
+        main = command.process.pid  # already reaped
+        # A pid in use as a session id is not given to a new process; so if a process has
+        # the number now, the old session was empty and the number names someone else's.
+        session = main if scan_one(main) is None else None
+        await kill_tree(
+            command.record.id, session, KILL_GRACE_SECONDS, command.tracked,
+            {c.process.pid for c in self._running.values()},
+        )
 
     # -- helpers ---------------------------------------------------------------------------
 

@@ -152,7 +152,8 @@ class SearchLogsRequest(_ById):
 class KillRequest(_ById):
     """Stop a running command and everything it started; its status becomes "cancelled".
 
-    Returns {id, status}; a command that already ended keeps (and returns) its status.
+    Returns {id, status}; a command that already ended keeps (and returns) its status, and
+    what it left running in the background is stopped too.
     """
 
 
