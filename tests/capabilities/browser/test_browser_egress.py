@@ -184,15 +184,6 @@ def server_with_egress(browser_desktop, browser_kit, egress: dict):
         shutil.rmtree(copy, ignore_errors=True)
 
 
-def wait_for(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
-
-
 # ---- browser_execute
 
 
