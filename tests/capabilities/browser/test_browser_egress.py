@@ -18,7 +18,6 @@ import os
 import shutil
 import subprocess
 import threading
-import time
 import uuid
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
