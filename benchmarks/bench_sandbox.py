@@ -5,8 +5,8 @@
 Runs are spaced by a short idle pause (not timed), as an agent's calls are: the engines make
 their next fresh context in that pause, off the request's path.
 
-The raw quickjs-rs baselines run in this process after `sandbox` is imported, so they too make
-their guest calls through `sandbox._wasmcall` (about 20 µs less each than quickjs-rs alone).
+"fresh JS VM" is the cost of making one run's VM (wasm instance, limits, guest API): paid off
+the request's path while the pool of VMs made ahead is not empty.
 """
 
 from __future__ import annotations
@@ -56,6 +56,26 @@ async def raw_js_fresh() -> None:
         ctx.eval("1")
 
 
+async def fresh_vm() -> None:
+    """One VM of the engine's own kind made and closed (what the pool does ahead of runs)."""
+    try:
+        from sandbox.js import _Vm
+    except ImportError:  # an engine without that class: nothing comparable to time
+        return
+    try:
+        vm = _Vm(32)
+    except (TypeError, AttributeError):  # an older engine took limits
+        from sandbox import JsLimits
+
+        vm = _Vm(JsLimits())
+    vm.close()
+
+
+async def raw_instance() -> None:
+    with quickjs_rs.Runtime() as rt, rt.new_context():
+        pass
+
+
 async def main(quick: bool) -> None:
     n = 5 if quick else 30
     js = JsEngine()
@@ -79,6 +99,10 @@ async def main(quick: bool) -> None:
 
         base = await median_ms(raw_eval, n)
     row("", ours, "raw quickjs-rs eval('1'), existing context", base)
+    made = await median_ms(fresh_vm, n, idle=0)
+    base = await median_ms(raw_instance, n, idle=0)
+    row("fresh JS VM (made ahead, off path)", made, "raw quickjs-rs Runtime+Context, no eval", base,
+        "(budget: <= 0.3 ms)")
 
     # one host call
     rt = quickjs_rs.Runtime()
