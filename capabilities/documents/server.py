@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager
 
 import anyio
 import mcp_types as types
+import pymupdf
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
@@ -95,6 +96,12 @@ async def serve_stdio() -> None:
 def main() -> None:
     """Serve on stdio until the client closes stdin, then exit at once."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    # stdout carries the protocol. pymupdf writes its messages there by default, and prints
+    # advice to install pymupdf_layout on the first table search: send the one to stderr, turn
+    # the other off.
+    pymupdf.set_messages(stream=sys.stderr)
+    pymupdf.set_log(stream=sys.stderr)
+    pymupdf.no_recommend_layout()
     anyio.run(serve_stdio)
     # The lifespan has cleaned up by now. Tearing down the interpreter (pymupdf, the SDK,
     # pydantic) takes seconds of garbage collection, longer than clients wait before killing
