@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import re
 import threading
@@ -39,7 +40,7 @@ import quickjs_rs
 from sandbox import _jsmodule
 from sandbox._host import ArtifactBox, ConsoleCapture, RunLimitErrors, ToolBridge
 from sandbox._loops import RunThread, RunThreads
-from sandbox._wasmcall import FULFILLED, GUEST_FAILURES, PENDING, REJECTED, GuestVm, JSError, Trap
+from sandbox._wasmcall import FULFILLED, GUEST_FAILURES, REJECTED, GuestVm, JSError, Trap
 from sandbox.result import CallTool, JsLimits, ListTools, OnConsole, RunError, RunResult
 
 GRACE_SECONDS = 0.5
@@ -65,6 +66,7 @@ _KIND_BY_NAME = {
 _POOL_SIZE = 3  # ready VMs kept for the default heap limit
 _DEFAULT_HEAP_MB = JsLimits().heap_memory_max_mb
 _MAX_RUN_THREADS = 64  # runs computing at once before they share threads
+_PLAIN_TYPES = ("number", "boolean", "null", "undefined")
 _FLUSH_SECONDS = 0.25  # after a timeout, for the guest to hand over its last console lines
 
 
@@ -197,6 +199,9 @@ class _Vm:
             return "full" if run.console.truncated else ""
         if op == "limits":
             return run.limits.max_output_bytes
+        if op == "mark":
+            run.touched = True
+            return ""
         if op == "count":
             return len(str(a).encode("utf-8", "replace"))
         if op == "artifact":
@@ -240,6 +245,7 @@ class _JsRun:
         self.artifacts = ArtifactBox(limits.max_artifacts, limits.max_artifact_bytes)
         self.bridge = bridge
         self.uncaught: RunError | None = None
+        self.touched = False  # the script used calls, timers or the console
         self.abandoned = False
         self.deadline = 0.0
         self.vm: _Vm | None = None
@@ -380,6 +386,11 @@ class _JsRun:
         if time.monotonic() >= self.deadline:
             return self._timed_out()
         kind, value = 1, self._top
+        if not self._is_promise and not self.touched and value.type_of in _PLAIN_TYPES:
+            # A plain value and nothing else to collect: read it without running guest code.
+            plain = value.to_python()
+            if not (isinstance(plain, float) and not math.isfinite(plain)):
+                return _Step(done=True, value=plain)
         if self._is_promise:
             if self._envelope is not None:
                 kind, value = 2, self._envelope

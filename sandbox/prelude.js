@@ -13,7 +13,9 @@
 //   __host(op, a, b)  "console" (a JSON list of [level, text]; returns "full" once the output
 //                     limit is reached), "artifact" (JSON; returns "" or why not), "uncaught"
 //                     (a JSON {name, message, stack}: thrown where nobody can catch it),
-//                     "limits" (returns max_output_bytes), "count" (a string's UTF-8 length)
+//                     "limits" (returns max_output_bytes), "count" (a string's UTF-8 length),
+//                     "mark" (once: the run used calls, timers or the console, so the host asks
+//                     `step` for its outcome rather than reading a plain value directly)
 "use strict";
 const g = globalThis;
 const host = g.__host;
@@ -57,7 +59,16 @@ let queue = []; // requests not yet handed to the host
 const pending = new MapCtor(); // id -> {resolve, reject, site} | {timer: true, fn, args, interval, ms}
 let outstanding = 0; // calls, listings and armed timers not yet completed
 
+let marked = false;
+function mark() {
+  if (!marked) {
+    marked = true;
+    host("mark");
+  }
+}
+
 function request(op) {
+  mark();
   // the caller's stack, so a failure is placed at the user's line, not in this file
   const site = new ErrorCtor().stack;
   return new Promise((resolve, reject) => {
@@ -136,6 +147,7 @@ function fire(id, entry) {
 
 function addTimer(fn, ms, args, interval) {
   if (typeof fn !== "function") throw new TypeError("the timer callback must be a function");
+  mark();
   ms = Number(ms);
   if (!(ms >= 0)) ms = 0;
   const id = nextId++;
@@ -269,6 +281,7 @@ function flushConsole() {
 const consoleObj = {};
 for (const level of ["log", "info", "warn", "error", "debug"]) {
   consoleObj[level] = (...args) => {
+    mark();
     if (!outputCap) outputCap = Number(host("limits")) || 1;
     let text = "";
     for (let i = 0; i < args.length; i++) {
