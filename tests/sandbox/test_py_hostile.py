@@ -21,6 +21,7 @@ pytestmark = pytest.mark.anyio
 MARK = "import json as _j\nleak = 1\n_j.leaked = 1\n"
 CHECK = "import json\n['leak' in globals(), getattr(json, 'leaked', None), 1 + 1]"
 CLEAN = [False, None, 2]
+AFTER = 5  # the timeout of that trivial run
 
 
 @dataclass(frozen=True)
@@ -82,16 +83,17 @@ CASES = {
     "string of 16 GiB": Case("'x' * (1 << 34)", "thrown", says=("OverflowError",)),
     "string of 1 GiB": Case("s = 'x' * (1 << 30)", "memory", says=("memory_max_mb=256",)),
     "bytearray growth": Case("b = bytearray()\nwhile True:\n    b += b'x' * (1 << 20)", "memory",
-                             repeat=20),
+                             repeat=20, timeout=10),
     "numpy allocations": Case(
         "import numpy as np\nxs = []\nwhile True:\n    xs.append(np.ones(1 << 22))", "memory",
-        repeat=20),
+        repeat=20, timeout=10),
     "numpy one huge array": Case("import numpy as np\nnp.zeros((1 << 14, 1 << 13))", "memory"),
     "endless generator into a list": Case("import itertools\nlist(itertools.count())",
                                           "memory", timeout=20),
     "memory held while failing": Case(
         "xs = []\ntry:\n    while True:\n        xs.append(bytearray(1 << 16))\n"
-        "except MemoryError:\n    raise ValueError('y' * 10 ** 6)", "memory", repeat=20),
+        "except MemoryError:\n    raise ValueError('y' * 10 ** 6)", "memory", repeat=20,
+        timeout=10),
     "memory error swallowed": Case(
         "try:\n    x = bytearray(10 ** 9)\nexcept MemoryError:\n    pass\n'went on'", None,
         says=("went on",)),
@@ -145,7 +147,7 @@ CASES = {
         "    except Exception:\n        pass\nwhile True:\n    pass", "timeout", timeout=3),
     "call budget swallowed": Case(
         "for i in range(5):\n    try:\n        mcp.call_tool('t', 'echo', {})\n"
-        "    except Exception:\n        pass\n'done'", "call_budget", says=("max_tool_calls",),
+        "    except Exception:\n        pass\n'done'", None, says=("done",),
         extra={"max_tool_calls": 2}),
     "huge tool arguments": Case(
         "r = mcp.call_tool('t', 'echo', {'a': 'x' * (10 << 20)})\nlen(r['content'][0]['text'])",
@@ -202,9 +204,9 @@ async def test_hostile_script_answers_in_time_and_leaves_nothing(py_engine, tool
     for _ in range(case.repeat):
         result, elapsed = await timed(run(py_engine, tools, MARK + case.code, **limits))
         check(case, result, elapsed)
-        after, elapsed = await timed(run(py_engine, tools, CHECK))
+        after, elapsed = await timed(run(py_engine, tools, CHECK, timeout_seconds=AFTER))
         assert after.value == CLEAN, after.error
-        assert elapsed < 2
+        assert elapsed < AFTER + 1
 
 
 async def test_printing_past_the_frame_limit_is_an_output_cut(py_engine, tools):
@@ -291,17 +293,20 @@ async def test_session_survives_errors_that_leave_the_interpreter_sound(py_engin
         assert after.value == 42
 
 
-async def test_swallowed_call_budget_error_fails_the_run(py_engine, tools):
-    """A script that catches CallBudgetError still ends as a call_budget error, with its
-    console, and no more calls reach the host than the budget."""
+async def test_swallowed_call_budget_error_is_said_in_the_result(py_engine, tools):
+    """A script that catches CallBudgetError and goes on still ends with a note saying how many
+    calls were refused (as run_js does), and no more calls reach the host than the budget."""
     result = await run(
         py_engine, tools,
         "for i in range(10):\n    try:\n        mcp.call_tool('t', 'echo', {'i': i})\n"
         "    except Exception as e:\n        print(type(e).__name__)\n'done'",
         max_tool_calls=3)
-    assert result.error.kind == "call_budget"
-    assert "7 calls were refused" in result.error.message
-    assert [line.text for line in result.console] == ["CallBudgetError"] * 7
+    assert result.status == "ok" and result.value == "done"
+    *printed, note = [(line.level, line.text) for line in result.console]
+    assert printed == [("log", "CallBudgetError")] * 7
+    assert note[0] == "warn"
+    assert "call budget spent: 7 tool call(s) were refused" in note[1]
+    assert "max_tool_calls" in note[1]
     assert len(tools.calls) == 3 and result.tool_calls == 3
 
 
