@@ -2,7 +2,7 @@
 
 - read_pdf of a 100-page text PDF through the real server over stdio (pages per second), beside
   the same pymupdf calls made directly (open, get_text of every page), and the tool run
-  in-process without MCP (validation, roots, result JSON).
+  in-process without MCP (validation, roots, structured result).
 - render_document_page of one page at scale 2, beside pymupdf's get_pixmap at scale 2 plus a
   PNG encode made directly (the tool also scales the 1584 px page to 1568 px for the model).
 - convert_document DOCX -> PDF through the server, beside `soffice --convert-to pdf` run
@@ -36,7 +36,7 @@ from PIL import Image
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from capabilities.documents.convert import OfficeConverter  # noqa: E402
+from capabilities.documents.libreoffice import OfficeConverter  # noqa: E402
 from capabilities.documents.paths import Roots  # noqa: E402
 from capabilities.documents.server import call_tool  # noqa: E402
 from capabilities.documents.tooling import Workspace  # noqa: E402
