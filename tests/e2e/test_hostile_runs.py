@@ -19,7 +19,7 @@ WORST = [
      {"timeout_seconds": 20, "heap_memory_max_mb": 16}, "memory error"),
     ("console-flood", "for (;;) console.log('abc')", {"timeout_seconds": 2}, "timeout error"),
     ("call-budget-flood-then-timeout",
-     "for (let i = 0; i < 1100; i++) { try { await mcp.callTool('nope', 'x', {}) } catch (e) {} }\nfor (;;) {}",
+     "for (let i = 0; i < 1100; i++) { try { await mcp.callTool('test', 'nope', {}) } catch (e) {} }\nfor (;;) {}",
      {"timeout_seconds": 3}, "timeout error"),
     ("sparse-array-result", "const a = []; a.length = 2 ** 32 - 1; a", {"timeout_seconds": 5}, "output error"),
 ]
