@@ -53,8 +53,11 @@ def result_to_dict(result: types.CallToolResult) -> dict[str, Any]:
 
 
 def tool_to_dict(tool: types.Tool) -> dict[str, Any]:
-    """A tool's name, description and input schema, as scripts and descriptions see them."""
-    return {"name": tool.name, "description": tool.description or "", "inputSchema": tool.input_schema}
+    """A tool's name, description, input and output schemas, as scripts and descriptions see them."""
+    out: dict[str, Any] = {"name": tool.name, "description": tool.description or "", "inputSchema": tool.input_schema}
+    if tool.output_schema is not None:
+        out["outputSchema"] = tool.output_schema
+    return out
 
 
 class _Link:

@@ -1,13 +1,16 @@
-"""The descriptions of run_js and run_py: the guest API, the limits, and the connected servers'
-tools with compact signatures (TypeScript-like for run_js, Python-like for run_py).
+"""The descriptions of run_js and run_py, written for a model that writes code.
 
-They are regenerated whenever the known tool listing changes; servers not started yet are
-named with a pointer to `listTools`, so describing never starts a server.
+Each is: what the tool is for; an orientation (the screen, where files live, what persists,
+which capability to use); the guest API; the limits; worked examples; then the typed
+declarations of every built-in server's tools in full (TypeScript for run_js, Python stubs for
+run_py, `declarations.py`) and one line per tool of servers added by config (their full
+declarations are one `mcp.describe(server)` away). They are regenerated whenever the known tool
+listing changes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from sandbox.result import (
@@ -20,10 +23,37 @@ from sandbox.result import (
     TIMEOUT_SECONDS_RANGE,
 )
 
-from . import signatures
+from . import declarations, signatures
 
 ToolsByServer = Mapping[str, Sequence[Mapping[str, Any]]]
-"""`{server: [{name, description, inputSchema}]}` of the servers whose tools are known."""
+"""`{server: [{name, description, inputSchema, outputSchema?}]}` of the servers whose tools are known."""
+
+# The spec's exec example, word for word: it must run unchanged.
+SPEC_EXEC_EXAMPLE = """\
+const call = async (tool, args) => JSON.parse((await mcp.callTool("exec", tool, args)).content[0].text);
+const { id } = await call("exec", { bin: "ls", args: ["-la", "/data/chrome/Downloads"], timeout: 60 });
+let logs = "", offset = 0, status = "running";
+while (status === "running") {
+  const r = await call("stream_logs", { id, offset });
+  logs += r.logs; offset = r.next_offset; status = r.status;
+  if (status === "running") await new Promise((resolve) => setTimeout(resolve, 250));
+}
+console.log(status, logs); // "completed:0" and the listing"""
+
+ORIENTATION = """\
+The desktop: one X display (XFCE, a panel at the bottom; Chromium, a terminal, Thunar, Mousepad, \
+an image viewer), 1280x800 at first; it follows the viewer's window between 320x200 and 2560x1600, \
+so read the size (desktop_execute screen.width / screen.height) before aiming at pixels. People may \
+watch and use the same screen.
+Files: the desktop user's home is <data>/home (programs start there; "~" in documents paths); \
+downloads land in /data/chrome/Downloads; /data is the session's data directory. documents reads and \
+writes only under the home and the data directory; exec programs reach what the desktop user can; \
+browser upload takes files from the home or the data directory.
+What persists between runs: named browser tabs (with their pages), files, exec commands and their \
+logs (7 days). What does not: your script's variables; each run starts fresh.
+Which capability: browser_execute for anything inside a web page (selectors and refs, no pixels); \
+desktop_execute for what no page contains: the browser's own interface and dialogs, the file \
+chooser, other windows, the clipboard; exec for programs; documents for PDFs, Office files, images."""
 
 
 def _mib(n: int) -> str:
@@ -34,82 +64,112 @@ def _limits_text(memory_field: str, memory_range: tuple[int, int, int], memory_w
     t_low, t_default, t_high = TIMEOUT_SECONDS_RANGE
     m_low, m_default, m_high = memory_range
     return (
-        f"Limits: timeout_seconds = wall time of the whole run (default {t_default:g}, max {t_high:g}); "
-        f"when it hits, in-flight tool calls are cancelled. {memory_field} = {memory_what} in MiB "
-        f"(default {m_default}, {m_low} to {m_high}). Console output is kept up to "
-        f"{_mib(MAX_OUTPUT_BYTES_RANGE[1])} (the rest is cut with a marker); at most "
+        f"Limits: timeout_seconds = wall time of the whole run, result included (default {t_default:g}, "
+        f"max {t_high:g}); when it hits, in-flight tool calls are cancelled. {memory_field} = {memory_what} "
+        f"in MiB (default {m_default}, {m_low} to {m_high}; a large screenshot needs 64). Console output "
+        f"is kept up to {_mib(MAX_OUTPUT_BYTES_RANGE[1])} (the rest is cut with a marker); at most "
         f"{MAX_ARTIFACTS_RANGE[1]} artifacts totalling {_mib(MAX_ARTIFACT_BYTES_RANGE[1])}; at most "
         f"{MAX_TOOL_CALLS_RANGE[1]} tool calls per run. Every failure (syntax, thrown, timeout, memory, "
         "output, call budget, bridge) comes back as an error result naming the kind and the line in your code."
     )
 
 
-def _first_line(text: str | None) -> str:
-    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
-    return line if len(line) <= 160 else line[:159] + "…"
-
-
-def _servers_text(servers: Sequence[str], tools: ToolsByServer, render: Any, list_call: str) -> str:
+def _servers_text(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str],
+                  full: Any, line: Any, describe_call: str) -> str:
     if not servers:
         return "No capability servers are configured."
-    lines = ["Servers and their tools (argument object's type shown):"]
+    parts = []
     for server in servers:
         known = tools.get(server)
-        if known is None:
-            lines.append(f"- {server}: not started yet; {list_call.format(server=server)} lists its tools.")
-            continue
-        lines.append(f"- {server}:")
-        for tool in known:
-            summary = _first_line(tool.get("description"))
-            lines.append(f"    {render(tool['name'], tool.get('inputSchema'))}" + (f"  // {summary}" if summary else ""))
-    return "\n".join(lines)
+        if not known:
+            parts.append(f"// {server}: its tools are listed by {describe_call.format(server=server)}")
+        elif server in builtin:
+            parts.append(full({server: known}).rstrip())
+        else:
+            parts.append("\n".join([f"// {server} (full declarations: {describe_call.format(server=server)})",
+                                    *(f"//   {line(tool)}" + _first_line(tool) for tool in known)]))
+    return "\n".join(parts)
 
 
-def run_js_description(servers: Sequence[str], tools: ToolsByServer) -> str:
+def _first_line(tool: Mapping[str, Any]) -> str:
+    text = (tool.get("description") or "").strip()
+    first = text.splitlines()[0] if text else ""
+    return f"  -- {first[:159] + '…' if len(first) > 160 else first}" if first else ""
+
+
+def run_js_description(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str] = ()) -> str:
     """The description of run_js for these configured servers and known tools."""
-    return "\n\n".join(
-        [
-            "Run a JavaScript script (QuickJS, ES2023, in a WebAssembly sandbox) that acts through MCP "
-            "capability servers. One script can do many steps, loop, branch and call tools in parallel "
-            "(Promise.all), then return only what matters. The result is the console output, then the "
-            "value of the last expression (strings as they are, other values as JSON); images attached "
-            "with artifact() follow as image blocks.",
-            "Guest API:\n"
-            "- await mcp.callTool(server, tool, args) -> {content: [{type: \"text\", text} | {type: \"image\", data, mimeType}], "
-            "isError, structuredContent?}; e.g. JSON.parse((await mcp.callTool(\"exec\", \"exec\", {...})).content[0].text). "
-            "A tool's own failure is returned with isError: true; a bridge failure (unknown server or tool, "
-            "server down, args not an object) throws an Error.\n"
-            "- await mcp.listTools(server?) -> {server: [{name, description, inputSchema}]}\n"
-            "- console.log / info / warn / error / debug\n"
-            "- artifact(x): attach an image block (e.g. result.content[1] of a screenshot), "
-            "{type: \"image\", data, mimeType}, or text to the result; only artifacts reach you as images.\n"
-            "- setTimeout / clearTimeout / setInterval / clearInterval, top-level await, JSON, TextEncoder, atob / btoa.\n"
-            "Nothing else reaches out: no fetch, require, filesystem, network, environment or process.",
-            _limits_text("heap_memory_max_mb", HEAP_MEMORY_MAX_MB_RANGE, "the JavaScript heap"),
-            _servers_text(servers, tools, signatures.typescript, 'await mcp.listTools("{server}")'),
-        ]
-    )
+    declared = _servers_text(
+        servers, tools, builtin, declarations.typescript_declarations,
+        lambda tool: signatures.typescript(tool["name"], tool.get("inputSchema")),
+        'await mcp.describe("{server}")')
+    return "\n\n".join([
+        "Run a JavaScript script (QuickJS, ES2023; TypeScript accepted, types are stripped) in a "
+        "WebAssembly sandbox; it acts on a Linux desktop through capability servers. One script can "
+        "do many steps, loop, branch and call tools in parallel (Promise.all), then return only what "
+        "matters. The result is the console output, then the value of the last expression (strings as "
+        "they are, other values as JSON); images attached with artifact() follow as image blocks. "
+        "Screenshots and tool results go to your script, not to you: attach what you must see.",
+        ORIENTATION,
+        "Guest API:\n"
+        "- await tools.<server>.<tool>(args): the typed functions declared below. They resolve to the "
+        "tool's structured result; a failed call throws a ToolError with kind, message, step?, field?, "
+        "hint? (and .result, the raw result, e.g. a browser step's screenshot).\n"
+        "- await tools.exec.run({bin, args?, timeout, cwd?, env?}) -> {id, status, logs}: starts a "
+        "program and waits for it (status \"completed:0\" on success).\n"
+        "- await mcp.callTool(server, tool, args) -> {content: [{type: \"text\", text} | {type: \"image\", "
+        "data, mimeType}], isError, structuredContent?}: the raw form; a tool's own failure is returned "
+        "with isError: true.\n"
+        "- await mcp.listTools(server?), await mcp.describe(server, tool?): the servers' tools, and their "
+        "full declarations as text.\n"
+        "- A bridge failure (unknown server or tool, server down, args not an object) throws an Error.\n"
+        "- console.log / info / warn / error / debug; artifact(x): attach an image block (e.g. "
+        "result.content[1] of a screenshot) or text to the result.\n"
+        "- setTimeout / setInterval and their clear*, top-level await, JSON, TextEncoder/Decoder, atob/btoa. "
+        "Nothing else reaches out: no fetch, require, filesystem, network, environment or process.",
+        _limits_text("heap_memory_max_mb", HEAP_MEMORY_MAX_MB_RANGE, "the JavaScript heap"),
+        "Examples.\n"
+        "Run a program and read its output (the raw exec tools, polling by hand):\n" + SPEC_EXEC_EXAMPLE + "\n"
+        "The same with the helper: const r = await tools.exec.run({bin: \"ls\", args: [\"-la\"], timeout: 60});\n"
+        "Fill a form by refs, then look at the page:\n"
+        "const page = await tools.browser.browser_execute({tab: \"signup\", operations: [\n"
+        "  {type: \"navigate\", params: {url: \"https://example.com/signup\"}}, {type: \"readPage\"}]});\n"
+        "// page.results[1].result is the outline: lines like 'textbox \"Email\" [ref_3]'\n"
+        "const shot = await tools.browser.browser_execute({tab: \"signup\", operations: [\n"
+        "  {type: \"formInput\", params: {ref: \"ref_3\", value: \"a@b.c\"}}, {type: \"click\", params: {selector: \"text=Sign up\"}},\n"
+        "  {type: \"screenshot\"}]});\n"
+        "artifact(shot.images[shot.results[2].result.image_index]);  // the model sees this one image",
+        "Declarations of the servers' tools:\n" + declared,
+    ])
 
 
-def run_py_description(servers: Sequence[str], tools: ToolsByServer) -> str:
+def run_py_description(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str] = ()) -> str:
     """The description of run_py for these configured servers and known tools."""
-    return "\n\n".join(
-        [
-            "Run a Python script (CPython in a WebAssembly sandbox, with numpy, pandas and scipy) that "
-            "acts through MCP capability servers. The result is what the script prints, then the value "
-            "of its last expression (strings as they are, other values as JSON); images attached with "
-            "artifact() follow as image blocks.",
-            "Guest API:\n"
-            "- mcp.call_tool(server, tool, args: dict) -> dict {\"content\": [...], \"isError\": bool, "
-            "\"structuredContent\"?: ...} (blocks until the tool answers); e.g. "
-            "json.loads(mcp.call_tool(\"exec\", \"exec\", {...})[\"content\"][0][\"text\"]). "
-            "A tool's own failure is returned with isError True; a bridge failure raises an exception.\n"
-            "- mcp.call_tools([(server, tool, args), ...]) -> list of results; the calls run concurrently.\n"
-            "- mcp.list_tools(server=None) -> {server: [{name, description, inputSchema}]}\n"
-            "- print(...) and sys.stderr for output; artifact(x) attaches an image block or "
-            "{\"type\": \"image\", \"data\", \"mimeType\"} or text to the result.\n"
-            "Nothing else reaches out: no network, no host filesystem, no subprocesses.",
-            _limits_text("memory_max_mb", MEMORY_MAX_MB_RANGE, "the interpreter's memory"),
-            _servers_text(servers, tools, signatures.python, 'mcp.list_tools("{server}")'),
-        ]
-    )
+    declared = _servers_text(
+        servers, tools, builtin, declarations.python_stubs,
+        lambda tool: signatures.python(tool["name"], tool.get("inputSchema")),
+        'mcp.describe("{server}")')
+    return "\n\n".join([
+        "Run a Python script (CPython in a WebAssembly sandbox, with numpy, pandas and scipy); it acts "
+        "on a Linux desktop through capability servers. The result is what the script prints, then the "
+        "value of its last expression (strings as they are, other values as JSON); images attached with "
+        "artifact() follow as image blocks. Tool results go to your script, not to you.",
+        ORIENTATION,
+        "Guest API:\n"
+        "- tools.<server>.<tool>(**args): the typed functions declared below (they block until the tool "
+        "answers). They return the tool's structured result as a dict; a failed call raises ToolError "
+        "with .kind, .message, .step, .field, .hint and .result (the raw result).\n"
+        "- tools.exec.run(bin=..., args=[...], timeout=60) -> {\"id\", \"status\", \"logs\"}: starts a "
+        "program and waits for it (status \"completed:0\" on success).\n"
+        "- mcp.call_tool(server, tool, args: dict) -> {\"content\": [...], \"isError\": bool, "
+        "\"structuredContent\"?: ...}: the raw form; mcp.call_tools([(server, tool, args), ...]) runs "
+        "calls concurrently.\n"
+        "- mcp.list_tools(server=None), mcp.describe(server, tool=None): the servers' tools, and their "
+        "full declarations as text.\n"
+        "- print(...) and sys.stderr for output; artifact(x) attaches an image block or text to the result.\n"
+        "Nothing else reaches out: no network, no host filesystem, no subprocesses.",
+        _limits_text("memory_max_mb", MEMORY_MAX_MB_RANGE, "the interpreter's memory"),
+        "Example: r = tools.exec.run(bin=\"ls\", args=[\"-la\", \"/data/chrome/Downloads\"], timeout=60); "
+        "print(r[\"status\"], r[\"logs\"])",
+        "Declarations of the servers' tools:\n" + declared,
+    ])

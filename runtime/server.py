@@ -30,8 +30,8 @@ from sandbox.result import TIMEOUT_SECONDS_RANGE
 from . import descriptions, engines
 from . import listing_cache as listing_cache_module
 from .arguments import ArgumentsError, RunJsArguments, RunPyArguments, input_schema, parse_arguments
-from .bridge import Bridge
-from .config import ServerConfig
+from .bridge import START_TIMEOUT_SECONDS, Bridge, BridgeError, tool_to_dict
+from .config import ServerConfig, builtin_servers
 from .results import error_result, to_call_tool_result
 
 logger = logging.getLogger(__name__)
@@ -66,6 +66,7 @@ class Runtime:
         self._listing_cache = listing_cache if listing_cache is not None else listing_cache_module.default_path()
         self._remembered = listing_cache_module.load(self._listing_cache, self.servers)
         self._clients: dict[str, Any] = {}
+        self._listed_once = False
         self._tools = self._describe()
         self._task_group: anyio.abc.TaskGroup | None = None
 
@@ -90,27 +91,43 @@ class Runtime:
         """The two tools with their current descriptions."""
         return list(self._tools)
 
+    async def listed_tools(self) -> list[types.Tool]:
+        """The two tools, once the built-in servers have been listed (started if need be), so
+        their descriptions declare every built-in tool; a server that cannot start is named there."""
+        if not self._listed_once:
+            builtin = [name for name, config in builtin_servers().items() if self.servers.get(name) == config]
+            with anyio.move_on_after(START_TIMEOUT_SECONDS):
+                async with anyio.create_task_group() as tg:
+                    for name in builtin:
+                        tg.start_soon(self._list_quietly, name)
+            self._listed_once = True
+        return self.tools()
+
+    async def _list_quietly(self, server: str) -> None:
+        try:
+            await self.bridge.list_tools(server)
+        except BridgeError as exc:
+            logger.warning("%s", exc)
+
     def _describe(self) -> list[types.Tool]:
         names = list(self.servers)
         known = {**self._remembered, **self._live_tools()}
+        builtin = {name for name, config in builtin_servers().items() if self.servers.get(name) == config}
         return [
             types.Tool(
                 name="run_js",
-                description=descriptions.run_js_description(names, known),
+                description=descriptions.run_js_description(names, known, builtin),
                 input_schema=input_schema(RunJsArguments),
             ),
             types.Tool(
                 name="run_py",
-                description=descriptions.run_py_description(names, known),
+                description=descriptions.run_py_description(names, known, builtin),
                 input_schema=input_schema(RunPyArguments),
             ),
         ]
 
     def _live_tools(self) -> dict[str, list[dict[str, Any]]]:
-        return {
-            name: [{"name": t.name, "description": t.description or "", "inputSchema": t.input_schema} for t in tools]
-            for name, tools in self.bridge.known_tools().items()
-        }
+        return {name: [tool_to_dict(t) for t in tools] for name, tools in self.bridge.known_tools().items()}
 
     def _tools_changed(self) -> None:
         listing_cache_module.save(self._listing_cache, self.servers, self._live_tools())
@@ -260,7 +277,7 @@ def build_server(runtime: Runtime) -> Server[Any]:
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         runtime.remember_client(ctx)
-        return types.ListToolsResult(tools=runtime.tools())
+        return types.ListToolsResult(tools=await runtime.listed_tools())
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         runtime.remember_client(ctx)

@@ -204,13 +204,16 @@ def test_progress_notifications_when_requested(rt: RuntimeClient, waits: str) ->
 
 
 def test_descriptions_list_tools_once_a_server_started(rt: RuntimeClient) -> None:
-    """After a server starts, run_js/run_py describe its tools and the client is told the list changed."""
+    """After a server starts, run_js/run_py describe its tools and the client is told the list changed;
+    the built-in servers are declared in full from the first listing on, never "not started"."""
     rt.run_js('await mcp.callTool("test", "pid", {})')
     tools = {tool.name: tool for tool in rt.list_tools()}
     assert set(tools) == {"run_js", "run_py"}
-    assert "echo({text: string})  // Return the text." in tools["run_js"].description
-    assert "echo(text: str)  // Return the text." in tools["run_py"].description
-    assert "- exec: not started yet" in tools["run_js"].description
+    assert "echo({text: string})  -- Return the text." in tools["run_js"].description
+    assert "echo(text: str)  -- Return the text." in tools["run_py"].description
+    assert "declare namespace tools.exec {" in tools["run_js"].description
+    assert "function stream_logs(args: {" in tools["run_js"].description
+    assert "class exec:" in tools["run_py"].description
     assert "notifications/tools/list_changed" in rt.notifications
 
 

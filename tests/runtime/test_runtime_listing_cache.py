@@ -19,12 +19,12 @@ async def test_listing_is_remembered_for_the_next_process(tmp_path) -> None:
     """Once a server ran, a later runtime describes its tools without starting it."""
     cache = tmp_path / "tools.json"
     async with Runtime({"test": TEST}, listing_cache=cache) as first:
-        assert "- test: not started yet" in first.tools()[0].description
+        assert '// test: its tools are listed by await mcp.describe("test")' in first.tools()[0].description
         await first.bridge.call_tool("test", "pid", {})
         assert "echo({text: string})" in first.tools()[0].description
     assert cache.exists()
     async with Runtime({"test": TEST}, listing_cache=cache) as second:
-        assert "echo({text: string})  // Return the text." in second.tools()[0].description
+        assert "echo({text: string})  -- Return the text." in second.tools()[0].description
         assert "echo(text: str)" in second.tools()[1].description
         assert second.bridge.running() == []
 
@@ -36,7 +36,7 @@ async def test_changed_config_ignores_the_remembered_listing(tmp_path) -> None:
         await first.bridge.call_tool("test", "pid", {})
     changed = StdioServer(command=sys.executable, args=(str(TEST_SERVER), "--other"))
     async with Runtime({"test": changed}, listing_cache=cache) as second:
-        assert "- test: not started yet" in second.tools()[0].description
+        assert '// test: its tools are listed by await mcp.describe("test")' in second.tools()[0].description
 
 
 async def test_unreadable_cache_is_ignored(tmp_path) -> None:
@@ -44,7 +44,7 @@ async def test_unreadable_cache_is_ignored(tmp_path) -> None:
     cache = tmp_path / "tools.json"
     cache.write_text("{not json")
     async with Runtime({"test": TEST}, listing_cache=cache) as runtime:
-        assert "- test: not started yet" in runtime.tools()[0].description
+        assert '// test: its tools are listed by await mcp.describe("test")' in runtime.tools()[0].description
         result = await runtime.run("js", {"code": '(await mcp.callTool("test", "echo", {text: "ok"})).content[0].text'})
         assert result.content[0].text == "ok"
     assert '"echo"' in cache.read_text()
