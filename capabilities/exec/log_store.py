@@ -6,6 +6,10 @@ Layout under `<data>/exec/`, per command:
   passes through (or accumulates in) the server.
 - `<id>.json`: a `CommandRecord`: what was run, as whom, by which server process, its status.
 
+Every file here is opened without following symbolic links (`_open`): the directory may
+belong to the desktop user while a root server writes in it, and a link planted there must not
+point a root write or read at another file.
+
 Records are replaced atomically; a status moves from `running` to a final one exactly once,
 under a lock shared by every exec server using this directory (`settle`). Logs are kept
 `RETENTION_SECONDS` after their command ended, then removed by `prune`.
@@ -121,7 +125,7 @@ class LogStore:
                 # O_EXCL on the log makes the id ours even against another server on this dir.
                 fd = os.open(
                     self.log_path(command_id),
-                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC,
+                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW,
                     0o600,
                 )
             except FileExistsError:
@@ -130,15 +134,31 @@ class LogStore:
 
     def save(self, record: CommandRecord) -> None:
         path = self._record_path(record.id)
-        tmp = path.with_name(f".{record.id}.json.tmp")
-        tmp.write_text(json.dumps(asdict(record)))
+        tmp = path.with_name(f".{record.id}.{secrets.token_hex(4)}.json.tmp")
+        fd = _open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(json.dumps(asdict(record)))
         os.replace(tmp, path)
+
+    def cut(self, command_id: str, size: int) -> bool:
+        """Cut the log back to `size` bytes if it is longer; whether it was."""
+        try:
+            fd = _open(self.log_path(command_id), os.O_WRONLY)
+        except OSError:
+            return False
+        try:
+            if os.fstat(fd).st_size <= size:
+                return False
+            os.ftruncate(fd, size)
+            return True
+        finally:
+            os.close(fd)
 
     def load(self, command_id: str) -> CommandRecord:
         if not ID_RE.match(command_id):
             raise UnknownCommand(f"{command_id!r} is not an exec id ({ID_HELP})")
         try:
-            raw = json.loads(self._record_path(command_id).read_text())
+            raw = json.loads(_read_text(self._record_path(command_id)))
         except FileNotFoundError:
             raise UnknownCommand(
                 f"no command with id {command_id} (ids are returned by exec; logs are kept for 7 days)"
@@ -148,13 +168,13 @@ class LogStore:
     def records(self) -> Iterator[CommandRecord]:
         for path in sorted(self.root.glob("*.json")):
             try:
-                yield CommandRecord.from_json(json.loads(path.read_text()))
+                yield CommandRecord.from_json(json.loads(_read_text(path)))
             except (OSError, ValueError, TypeError):
                 continue
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        with open(self._lock_path, "a") as lock:
+        with os.fdopen(_open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)) as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield
@@ -176,7 +196,7 @@ class LogStore:
 
     def note(self, command_id: str, message: str) -> None:
         """Append a line of our own to a command's log (why it could not start, for instance)."""
-        with open(self.log_path(command_id), "ab") as log:
+        with os.fdopen(_open(self.log_path(command_id), os.O_WRONLY | os.O_APPEND), "ab") as log:
             log.write(f"exec: {message}\n".encode())
 
     # -- reading ---------------------------------------------------------------------------
@@ -190,7 +210,7 @@ class LogStore:
         """
         path = self.log_path(command_id)
         try:
-            with open(path, "rb") as log:
+            with os.fdopen(_open(path, os.O_RDONLY), "rb") as log:
                 size = min(os.fstat(log.fileno()).st_size, cap)
                 if offset > size:
                     raise OffsetPastEnd(
@@ -236,15 +256,11 @@ class LogStore:
                     raise TimeoutError
                 return compiled.search(text, timeout=left, concurrent=True) is not None
             except TimeoutError:
-                raise PatternTooSlow(
-                    f"search_logs stopped: field 'pattern': matching {pattern!r} took more than "
-                    f"{SEARCH_SECONDS:g} s (nested repetition such as (a+)+ can take exponential time "
-                    f"on a long line); use a simpler pattern, e.g. without a repeated group"
-                ) from None
+                raise pattern_too_slow(pattern) from None
 
         matches: list[LogMatch] = []
         try:
-            log = open(self.log_path(command_id), "rb")
+            log = os.fdopen(_open(self.log_path(command_id), os.O_RDONLY), "rb")
         except FileNotFoundError:
             raise UnknownCommand(f"the log of {command_id} is gone (logs are kept for 7 days)") from None
         with log:
@@ -303,6 +319,24 @@ class LogStore:
                     except FileNotFoundError:
                         pass
         return removed
+
+
+def pattern_too_slow(pattern: str) -> PatternTooSlow:
+    return PatternTooSlow(
+        f"search_logs stopped: field 'pattern': matching {pattern!r} took more than "
+        f"{SEARCH_SECONDS:g} s (nested repetition such as (a+)+ can take exponential time "
+        f"on a long line); use a simpler pattern, e.g. without a repeated group"
+    )
+
+
+def _open(path: Path, flags: int, mode: int = 0o600) -> int:
+    """os.open that refuses a symbolic link (and never hands the descriptor to a program)."""
+    return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+
+
+def _read_text(path: Path) -> str:
+    with os.fdopen(_open(path, os.O_RDONLY)) as f:
+        return f.read()
 
 
 def _utf8_boundary(data: bytes) -> int:

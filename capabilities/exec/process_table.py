@@ -238,6 +238,8 @@ class ProcessTable:
         self.store = store
         self.limits = limits or Limits.from_env()
         self._tasks = tasks
+        # Searches run in threads; a few at a time, so slow patterns cannot pile threads up.
+        self.search_limiter = anyio.CapacityLimiter(4)
         self._running: dict[str, Command] = {}
         # Commands of ours that ended, with the descendants last seen: kill still reaches
         # what they left running (a fork bomb whose first shell returned, for instance).
@@ -321,14 +323,7 @@ class ProcessTable:
 
     def _enforce_log_cap(self, record: CommandRecord) -> None:
         cap = record.log_cut_at if record.log_cut_at is not None else self.limits.log_max_bytes
-        path = self.store.log_path(record.id)
-        try:
-            if os.stat(path).st_size <= cap:
-                return
-            os.truncate(path, cap)
-        except OSError:
-            return
-        if record.log_cut_at is None:
+        if self.store.cut(record.id, cap) and record.log_cut_at is None:
             record.log_cut_at = cap
             self.store.save(record)
 

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 from capabilities.session import data_dir
 
 from .errors import ExecError
-from .log_store import CommandRecord, LogStore
+from .log_store import SEARCH_SECONDS, CommandRecord, LogStore, pattern_too_slow
 from .process_table import ProcessTable
 from .requests import (
     ExecRequest,
@@ -76,9 +76,16 @@ async def stream_logs_tool(table: ProcessTable, request: StreamLogsRequest) -> d
 
 async def search_logs_tool(table: ProcessTable, request: SearchLogsRequest) -> dict[str, Any]:
     record, _ = await table.status(request.id)  # refuses unknown ids, settles orphans
-    matches, truncated = await anyio.to_thread.run_sync(
-        table.store.search, request.id, request.pattern, _log_cap(table, record)
-    )
+    # The engine's own timeout stops the search thread, but only checks the clock now and then
+    # (later still on a loaded machine): the answer does not wait for it past the cap.
+    try:
+        with anyio.fail_after(SEARCH_SECONDS + 0.5):
+            matches, truncated = await anyio.to_thread.run_sync(
+                table.store.search, request.id, request.pattern, _log_cap(table, record),
+                abandon_on_cancel=True, limiter=table.search_limiter,
+            )
+    except TimeoutError:
+        raise pattern_too_slow(request.pattern) from None
     result: dict[str, Any] = {
         "matches": [{"line": m.line, "offset": m.offset} for m in matches],
         "truncated": truncated,

@@ -28,18 +28,24 @@ FINAL_WAIT = 30.0
 class ExecServer:
     """One exec server process and an MCP client session to it."""
 
-    def __init__(self, data: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, data: Path, env: dict[str, str] | None = None, user: pwd.struct_passwd | None = None) -> None:
+        """`user`: run the server as this account (through setpriv, as the runtime does when root)."""
         self.data = data
         self.env = {**(env or {}), "CODEDESK_DATA": str(data)}
+        self.user = user
         self._stack: ExitStack | None = None
         self._session: ClientSession | None = None
         self._portal = None
 
     @asynccontextmanager
     async def _connect(self):
-        params = StdioServerParameters(
-            command=sys.executable, args=["-m", "capabilities.exec"], env=self.env, cwd=str(REPO)
-        )
+        command, args = sys.executable, ["-m", "capabilities.exec"]
+        if self.user is not None and os.getuid() == 0:
+            command, args = shutil.which("setpriv"), [
+                f"--reuid={self.user.pw_uid}", f"--regid={self.user.pw_gid}", "--init-groups",
+                "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all", "--", command, *args,
+            ]
+        params = StdioServerParameters(command=command, args=args, env=self.env, cwd=str(REPO))
         with open(os.devnull, "w") as quiet:
             async with stdio_client(params, errlog=quiet) as (read, write):
                 async with ClientSession(read, write) as session:
@@ -147,8 +153,10 @@ def exec_server(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def desktop_exec_server(desktop_session):
-    """An exec server started with the desktop session's environment, as the runtime starts it."""
-    with ExecServer(desktop_session.data_dir, env=desktop_session.env) as server:
+    """An exec server started with the desktop session's environment, as the runtime starts it:
+    as the desktop user when we are root (the session's exec folder is that user's)."""
+    user = pwd.getpwuid(desktop_session.info.uid)
+    with ExecServer(desktop_session.data_dir, env=desktop_session.env, user=user) as server:
         yield server
 
 
