@@ -214,9 +214,12 @@ class ToolRegistry(Generic[State]):
     def __init__(self, server: str, specs: Iterable[ToolSpec[State]]) -> None:
         self.server = server
         self.specs = {spec.name: spec for spec in specs}
+        self._listed: list[types.Tool] | None = None
 
     def list_tools(self) -> list[types.Tool]:
-        return [spec.tool() for spec in self.specs.values()]
+        if self._listed is None:  # building the schemas costs tens of ms: once per server
+            self._listed = [spec.tool() for spec in self.specs.values()]
+        return list(self._listed)
 
     async def call(self, state: State, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         """Validate the whole input, run the tool, and answer by the contract, whatever happens."""
