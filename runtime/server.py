@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import math
 import sys
@@ -27,7 +28,7 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.exceptions import MCPDeprecationWarning
 from sandbox.result import TIMEOUT_SECONDS_RANGE
 
-from . import descriptions, engines
+from . import declarations, descriptions, engines
 from . import listing_cache as listing_cache_module
 from .arguments import ArgumentsError, RunJsArguments, RunPyArguments, input_schema, parse_arguments
 from .bridge import START_TIMEOUT_SECONDS, Bridge, BridgeError, tool_to_dict
@@ -161,6 +162,14 @@ class Runtime:
 
     # -- runs ---------------------------------------------------------------------------------
 
+    async def list_for_guest(self, language: str, server: str | None = None) -> dict[str, list[dict[str, Any]]]:
+        """What `mcp.listTools` answers a script: each tool with its `declaration`, the typed text
+        `mcp.describe` returns (TypeScript for run_js, a Python stub for run_py)."""
+        listing = await self.bridge.list_tools(server)
+        render = declarations.typescript_tool if language == "js" else declarations.python_tool
+        return {name: [{**tool, "declaration": _declaration(render, tool)} for tool in tools]
+                for name, tools in listing.items()}
+
     async def run(
         self,
         language: str,
@@ -181,7 +190,7 @@ class Runtime:
                 result = await engine.run(
                     args.code,
                     call_tool=self.bridge.call_tool,
-                    list_tools=self.bridge.list_tools,
+                    list_tools=functools.partial(self.list_for_guest, language),
                     limits=limits,
                     on_console=on_console,
                 )
@@ -191,6 +200,21 @@ class Runtime:
         if backstop.cancelled_caught:
             return error_result(f"Error: timeout error: the run exceeded timeout_seconds={limits.timeout_seconds:g}")
         return to_call_tool_result(result)
+
+
+def _declaration(render: Any, tool: dict[str, Any]) -> str:
+    key = (render, tool["name"], json.dumps([tool.get("description"), tool.get("inputSchema"),
+                                              tool.get("outputSchema")], sort_keys=True))
+    text = _DECLARATIONS.get(key)
+    if text is None:
+        if len(_DECLARATIONS) > 4096:  # servers that keep changing their tools: start over
+            _DECLARATIONS.clear()
+        text = _DECLARATIONS[key] = render(tool)
+    return text
+
+
+_DECLARATIONS: dict[tuple[Any, str, str], str] = {}
+"""Rendered declarations by tool and schema: a listing is rendered once, not per run."""
 
 
 def _limits(language: str, args: Any) -> Any:
