@@ -48,6 +48,7 @@ _decode = json.JSONDecoder().decode
 _b64encode = base64.b64encode
 _write_fd = os.write
 _monotonic = time.monotonic
+_sleep = time.sleep
 _parse = ast.parse
 _extract_tb = traceback.extract_tb
 _format_list = traceback.format_list
@@ -282,9 +283,105 @@ class _Mcp:
             raise TypeError("mcp.list_tools(server=None): server must be a string")
         return _frame({"op": "list", "server": server})
 
+    def describe(self, server, tool=None):
+        """The typed declaration (Python stub) of a server's tools, or of one tool, as text."""
+        if not isinstance(server, str) or (tool is not None and not isinstance(tool, str)):
+            raise TypeError("mcp.describe(server, tool=None): server and tool must be strings")
+        listed = self.list_tools(server).get(server, [])
+        chosen = [t for t in listed if tool is None or t.get("name") == tool]
+        if not chosen:
+            names = ", ".join(t.get("name", "?") for t in listed) or "(none)"
+            raise BridgeError(f"server {server!r} has no tool {tool!r}; its tools: {names}")
+        return "\n\n".join(t.get("declaration") or t.get("name", "") for t in chosen)
+
     # the JavaScript spellings, so a script ported from run_js still works
     callTool = call_tool
     listTools = list_tools
+
+
+class ToolError(Exception):
+    """A tool answered isError. `kind`, `message`, `step`, `field`, `hint` come from the
+    server's error object; `result` is the raw result (a failed step's screenshot is there)."""
+
+    def __init__(self, server, tool, result):
+        error = (result.get("structuredContent") or {}).get("error") if isinstance(result, dict) else None
+        if not isinstance(error, dict):
+            texts = [b.get("text", "") for b in result.get("content", []) if isinstance(b, dict)]
+            error = {"kind": "failed", "message": " ".join(texts).strip() or "the tool failed"}
+        self.server, self.tool, self.result = server, tool, result
+        self.kind = error.get("kind")
+        self.message = error.get("message", "")
+        self.step, self.field, self.hint = error.get("step"), error.get("field"), error.get("hint")
+        hint = f" (hint: {self.hint})" if self.hint else ""
+        super().__init__(f"{server}.{tool}: {self.kind}: {self.message}{hint}")
+
+
+def _structured(server, tool, result):
+    """What a typed call returns: the structured result, or the text parsed as JSON (servers
+    without an output schema), else the text; ToolError for isError."""
+    if result.get("isError"):
+        raise ToolError(server, tool, result)
+    if "structuredContent" in result:
+        return result["structuredContent"]
+    texts = [b.get("text", "") for b in result.get("content", []) if isinstance(b, dict) and b.get("type") == "text"]
+    text = "".join(texts)
+    try:
+        return _decode(text)
+    except ValueError:
+        return text
+
+
+class _Server:
+    """`tools.<server>`: its tools as functions taking keyword arguments."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def __getattr__(self, tool):
+        if tool.startswith("__"):
+            raise AttributeError(tool)
+        server = self._name
+
+        def call(**args):
+            return _structured(server, tool, mcp.call_tool(server, tool, args))
+
+        call.__name__ = tool
+        call.__doc__ = f"{server}.{tool}(**args): see mcp.describe({server!r}, {tool!r})"
+        return call
+
+    def __repr__(self):
+        return f"<tools.{self._name}>"
+
+
+class _Exec(_Server):
+    def run(self, bin, args=(), timeout=60, cwd=None, env=None, poll_seconds=0.1):
+        """Start a program and wait for it: {"id", "status", "logs"} (status "completed:0" on success)."""
+        request = {"bin": bin, "args": list(args), "timeout": timeout}
+        if cwd is not None:
+            request["cwd"] = cwd
+        if env is not None:
+            request["env"] = env
+        started = self.exec(**request)
+        logs, offset, status = [], 0, "running"
+        while True:
+            r = self.stream_logs(id=started["id"], offset=offset)
+            logs.append(r["logs"])
+            offset, status = r["next_offset"], r["status"]
+            if status != "running":
+                return {"id": started["id"], "status": status, "logs": "".join(logs)}
+            _sleep(poll_seconds)
+
+
+class _Tools:
+    """`tools.<server>.<tool>(**args)`: typed calls returning the structured result."""
+
+    def __getattr__(self, server):
+        if server.startswith("__"):
+            raise AttributeError(server)
+        return _Exec(server) if server == "exec" else _Server(server)
+
+    def __repr__(self):
+        return "<tools: tools.<server>.<tool>(**args); mcp.describe(server) for the declarations>"
 
 
 def artifact(x):
@@ -294,6 +391,7 @@ def artifact(x):
 
 
 mcp = _Mcp()
+tools = _Tools()
 
 
 def _value_text(value, max_bytes):
@@ -461,7 +559,7 @@ def run(code, max_output_bytes, marker):
     global _namespace, _reserve
     if _namespace is None:
         _namespace = {"__name__": "__main__", "__builtins__": _sys.modules["builtins"],
-                      "mcp": mcp, "artifact": artifact}
+                      "mcp": mcp, "artifact": artifact, "tools": tools, "ToolError": ToolError}
     _console.reset(max_output_bytes)
     _sys.stdout, _sys.stderr = _Stream("log"), _Stream("error")
     value = caught = None
