@@ -49,7 +49,8 @@ RUN apt-get update -qq \
  && bash /opt/codedesk/desktop-image/install-system.sh --no-build-tools \
  && apt-get install -y -qq --no-install-recommends tini >/dev/null \
  && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/debconf/*-old /var/log/apt /var/log/dpkg.log \
- && rm -rf /usr/share/doc/*/changelog* /usr/share/icons/*/icon-theme.cache.old
+ && find /usr/share/locale -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} + \
+ && find /usr/share/doc -mindepth 2 ! -name copyright ! -type d -delete
 COPY --from=build /opt/codedesk /opt/codedesk
 COPY --from=build --chown=codedesk:codedesk /home/codedesk/.cache /home/codedesk/.cache
 WORKDIR /opt/codedesk

@@ -21,6 +21,8 @@ done
 PACKAGES=(
   # Python (the virtualenv's interpreter) and setpriv (util-linux: every drop to a session user)
   python3 python3-venv util-linux ca-certificates
+  # Playwright's own Node.js needs it (gcc brings it on a build host, nothing does in the image)
+  libatomic1
   # display, desktop and applications
   xvfb xauth x11-xserver-utils x11-utils xfce4 xfce4-terminal thunar mousepad ristretto
   dbus dbus-x11 at-spi2-core xdg-utils exo-utils xfconf libglib2.0-bin chromium
