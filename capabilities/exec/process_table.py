@@ -122,6 +122,11 @@ def scan() -> dict[int, Proc]:
     return found
 
 
+def _now_ticks() -> int:
+    """Now, in the unit of a scan's `start` (clock ticks since boot), rounded up."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK")) + 1
+
+
 def _alive(proc: Proc) -> bool:
     """A zombie is not alive: it has already died."""
     return proc.state not in (b"Z", b"X")
@@ -229,6 +234,7 @@ class Command:
     # Its descendants seen so far, pid -> start (clock ticks), however far they strayed.
     tracked: dict[int, int] = field(default_factory=dict)
     start_ticks: int = 0  # when it started, in the clock ticks of a scan's `start`
+    end_ticks: int | None = None  # when its main process was seen to end
 
 
 class ProcessTable:
@@ -293,32 +299,36 @@ class ProcessTable:
             except Exception:  # one bad pass must not end the patrol
                 logger.exception("exec patrol failed")
 
-    def _note_descendants(self) -> None:
-        commands = list(self._running.values())
+    def _note_descendants(self, also: tuple[Command, ...] = ()) -> None:
+        """Note the descendants of the running commands (and of `also`, ended ones), and count
+        orphans adopted before any scan saw them to each command that ran when they started."""
+        running = list(self._running.values())
+        commands = running + [c for c in also if c not in running]
         procs = scan()
         children: dict[int, list[int]] = {}
         for proc in procs.values():
             children.setdefault(proc.ppid, []).append(proc.pid)
-        owned: set[int] = set()
         for command in commands:
             # Drop the ones that died, then add every descendant of what is left.
             tracked = {pid: start for pid, start in command.tracked.items() if pid in procs and procs[pid].start == start}
-            main = procs.get(command.process.pid)
-            todo = [pid for pid in tracked] + ([main.pid] if main is not None else [])
+            todo = list(tracked)
+            if command.end_ticks is None and command.process.pid in procs:  # an ended one's pid may be anyone's now
+                todo.append(command.process.pid)
             while todo:
                 for child in children.get(todo.pop(), ()):
                     if child not in tracked and child != self._me:
                         tracked[child] = procs[child].start
                         todo.append(child)
             command.tracked = tracked
-            owned.update(tracked)
-        # Orphans adopted before any patrol saw them: count them to every command running when they started.
-        own = {command.process.pid for command in commands}
+        known = {(pid, start) for c in (*running, *self._ended.values()) for pid, start in c.tracked.items()}
+        own = {command.process.pid for command in running}
         for proc in procs.values():
-            if proc.ppid == self._me and proc.pid not in own and proc.pid not in owned and _alive(proc):
-                for command in commands:
-                    if proc.start >= command.start_ticks:
-                        command.tracked[proc.pid] = proc.start
+            if proc.ppid != self._me or proc.pid in own or (proc.pid, proc.start) in known or not _alive(proc):
+                continue
+            for command in commands:
+                end = command.end_ticks if command.end_ticks is not None else proc.start
+                if command.start_ticks <= proc.start <= end:
+                    command.tracked[proc.pid] = proc.start
         reap_adopted(own, procs)
 
     def _enforce_log_cap(self, record: CommandRecord) -> None:
@@ -327,12 +337,19 @@ class ProcessTable:
             record.log_cut_at = cap
             self.store.save(record)
 
-    async def _kill_tree(self, command: Command, grace: float) -> None:
-        self._note_descendants()  # orphans adopted since the last patrol are counted too
-        await kill_tree(
-            command.record.id, command.process.pid, grace, command.tracked,
-            {c.process.pid for c in self._running.values()},
-        )
+    async def _kill_tree(self, command: Command, grace: float, *, ended: bool = False) -> None:
+        """kill_tree with what this server knows of the command's descendants; a second sweep
+        catches an orphan adopted while the first one killed its parent."""
+        main = command.process.pid
+        # A pid in use as a session id is not given to a new process; so if an ended command's
+        # pid names a process now, its old session is empty and the number is someone else's.
+        session = main if not ended or scan_one(main) is None else None
+        for _ in range(2):
+            self._note_descendants(also=(command,) if ended else ())
+            await kill_tree(
+                command.record.id, session, grace, command.tracked,
+                {c.process.pid for c in self._running.values()},
+            )
 
     # -- starting --------------------------------------------------------------------------
 
@@ -428,9 +445,9 @@ class ProcessTable:
     def _finish(self, command: Command, status: str) -> None:
         if command.done.is_set():
             return
-        if command.record.id in self._running:
-            # Whatever it left running (adopted by now if orphaned) stays reachable by kill.
-            self._note_descendants()
+        # What it left running stays reachable by kill: noted when kill asks (`_kill_tree`), from
+        # what the patrol saw and the orphans adopted before this moment.
+        command.end_ticks = _now_ticks()
         self._enforce_log_cap(command.record)
         cut = command.record.log_cut_at
         command.record = self.store.settle(command.record.id, status)
@@ -470,25 +487,14 @@ class ProcessTable:
         record, final = await self.status(command_id)
         if final:
             ended = self._ended.get(command_id)
-            if ended is not None:
-                await self._kill_leftovers(ended)
+            if ended is not None:  # what it left running goes; its status stays
+                await self._kill_tree(ended, KILL_GRACE_SECONDS, ended=True)
             return record
         # Run by another live exec server on this data directory: stop it, record the
         # cancellation first so that server keeps it when it sees the program exit.
         record = self.store.settle(command_id, "cancelled")
         await kill_tree(command_id, self._session_of(record), KILL_GRACE_SECONDS)
         return record
-
-    async def _kill_leftovers(self, command: Command) -> None:
-        """Kill what an ended command of ours left running; its status stays as it was."""
-        main = command.process.pid  # already reaped
-        # A pid in use as a session id is not given to a new process; so if a process has
-        # the number now, the old session was empty and the number names someone else's.
-        session = main if scan_one(main) is None else None
-        await kill_tree(
-            command.record.id, session, KILL_GRACE_SECONDS, command.tracked,
-            {c.process.pid for c in self._running.values()},
-        )
 
     # -- helpers ---------------------------------------------------------------------------
 

@@ -40,7 +40,7 @@ def launcher(request, workdir, account):
     def named(name: str) -> str:
         link = links / name
         if not link.exists():
-            link.symlink_to(shutil.which(name))
+            link.symlink_to(shutil.which(name, path="/usr/bin:/bin"))
         return str(link)
 
     return named
@@ -306,3 +306,18 @@ def test_closed_stdin_ends_the_server_quietly_and_at_once(tmp_path):
     assert "Traceback" not in stderr, stderr
     assert not psutil.pid_exists(sleeper) or psutil.Process(sleeper).status() == psutil.STATUS_ZOMBIE
     assert json.loads((data / "exec" / f"{command_id}.json").read_text())["status"] == "failed:interrupted"
+
+
+def test_memory_past_the_per_process_cap_is_refused(start_exec_server, tmp_path, launcher):
+    """A program asking for more memory than the per-process cap gets an allocation failure
+    (not the machine's memory), while one under the cap runs."""
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if python is None:
+        pytest.skip("needs the system python3 to allocate memory on request")
+    server = start_exec_server(tmp_path / "data", env={"CODEDESK_EXEC_MAX_MEMORY_BYTES": str(300 << 20)})
+    grab = "import sys; b = bytearray(int(sys.argv[1]) << 20); print('got', len(b) >> 20)"
+    small = server.run(launcher("python3"), "-c", grab, "50")
+    assert server.follow(small) == ("completed:0", "got 50\n")
+    big = server.run(launcher("python3"), "-c", grab, "600")
+    status, logs = server.follow(big)
+    assert status == "completed:1" and "MemoryError" in logs
