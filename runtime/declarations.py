@@ -1,9 +1,10 @@
 """Typed declarations of the capability servers' tools, generated from their JSON schemas.
 
 For `run_js`, TypeScript: one `declare namespace tools.<server>` per server, one function per
-tool taking its argument object and returning (a promise of) its structured result, with every
-field's description as a doc comment. The guest's `tools.<server>.<tool>(args)` matches it: it
-resolves to the result's `structuredContent` and throws a `ToolError` when the call fails, so
+tool taking its argument object and returning (a promise of) its structured result (plus
+`images`, the result's image blocks that `image_index` fields point at), with every field's
+description as a doc comment. The guest's `tools.<server>.<tool>(args)` matches it: it resolves
+to the result's `structuredContent` and throws a `ToolError` when the call fails, so
 the error branch of an output schema is never part of the return type. For `run_py`, Python
 stubs of the same functions (keyword arguments, blocking).
 
@@ -29,6 +30,8 @@ _INDENT = "  "
 GUEST_TS_PRELUDE = """\
 /** A content block of a raw MCP result. */
 type ContentBlock = {type: "text", text: string} | {type: "image", data: string, mimeType: string};
+/** The image blocks of a result; its structured fields point at them by `image_index`. */
+type WithImages = {images?: {type: "image", data: string, mimeType: string}[]};
 /** The raw result of mcp.callTool. */
 interface CallToolResult { content: ContentBlock[]; isError?: boolean; structuredContent?: any }
 /** Thrown by tools.<server>.<tool>() when the tool answers isError: the server's error object. */
@@ -73,7 +76,8 @@ def typescript_tool(tool: Mapping[str, Any]) -> str:
     result_schema = success_schema(tool.get("outputSchema"))
     aliases: dict[str, str] = {}
     args = _ts(args_schema, args_schema, 0, aliases, _alias_prefix(name))
-    result = _ts(result_schema, result_schema, 0, aliases, _alias_prefix(name)) if result_schema else "any"
+    result = (_ts(result_schema, result_schema, 0, aliases, _alias_prefix(name)) + " & WithImages"
+              if result_schema else "any")
     optional = "" if args_schema.get("required") else "?"
     doc = _doc(summary(tool.get("description") or ""))
     lines = [*aliases.values(), doc + f"function {_ts_name(name)}(args{optional}: {args}): Promise<{result}>;"]

@@ -322,7 +322,12 @@ def _structured(server, tool, result):
     if result.get("isError"):
         raise ToolError(server, tool, result)
     if "structuredContent" in result:
-        return result["structuredContent"]
+        value = result["structuredContent"]
+        images = [b for b in result.get("content", []) if isinstance(b, dict) and b.get("type") == "image"]
+        # image blocks ride along, so a script can artifact(r["images"][r["shot"]["image_index"]])
+        if images and isinstance(value, dict) and "images" not in value:
+            value = {**value, "images": images}
+        return value
     texts = [b.get("text", "") for b in result.get("content", []) if isinstance(b, dict) and b.get("type") == "text"]
     text = "".join(texts)
     try:

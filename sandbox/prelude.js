@@ -126,7 +126,89 @@ function listTools(server) {
   return request({ op: "list", server: server == null ? null : server });
 }
 
-g.mcp = Object.freeze({ callTool, listTools });
+async function describe(server, tool) {
+  if (typeof server !== "string" || (tool !== undefined && tool !== null && typeof tool !== "string")) {
+    throw new TypeError("mcp.describe(server, tool?): server and tool must be strings");
+  }
+  const listed = (await listTools(server))[server] || [];
+  const chosen = listed.filter((t) => tool == null || t.name === tool);
+  if (!chosen.length) {
+    throw new BridgeError(`server ${JSON.stringify(server)} has no tool ${JSON.stringify(tool)}; its tools: ` +
+                          (listed.map((t) => t.name).join(", ") || "(none)"));
+  }
+  return chosen.map((t) => t.declaration || t.name).join("\n\n");
+}
+
+g.mcp = Object.freeze({ callTool, listTools, describe });
+
+// ---- tools.<server>.<tool>(args): the structured result, or a ToolError ----
+class ToolError extends Error {
+  constructor(server, tool, result) {
+    let error = result && result.structuredContent && result.structuredContent.error;
+    if (!error || typeof error !== "object") {
+      const text = ((result && result.content) || []).map((b) => (b && b.text) || "").join(" ").trim();
+      error = { kind: "failed", message: text || "the tool failed" };
+    }
+    super(`${server}.${tool}: ${error.kind}: ${error.message}` + (error.hint ? ` (hint: ${error.hint})` : ""));
+    this.kind = error.kind;
+    this.step = error.step;
+    this.field = error.field;
+    this.hint = error.hint;
+    this.server = server;
+    this.tool = tool;
+    this.result = result;
+  }
+}
+ToolError.prototype.name = "ToolError";
+g.ToolError = ToolError;
+
+function structured(server, tool, result) {
+  if (result.isError) throw new ToolError(server, tool, result);
+  if (result.structuredContent !== undefined) {
+    const images = (result.content || []).filter((b) => b && b.type === "image");
+    const value = result.structuredContent;
+    // images referenced by image_index ride along, so a script can artifact(r.images[i])
+    if (images.length && value && typeof value === "object" && !isArray(value) && !("images" in value)) {
+      return Object.assign({}, value, { images });
+    }
+    return value;
+  }
+  const text = (result.content || []).filter((b) => b && b.type === "text").map((b) => b.text).join("");
+  try { return parse(text); } catch (e) { return text; }
+}
+
+async function runProgram(args) {
+  const started = await typedCall("exec", "exec", args);
+  let logs = "", offset = 0, status = "running";
+  for (;;) {
+    const r = await typedCall("exec", "stream_logs", { id: started.id, offset });
+    logs += r.logs; offset = r.next_offset; status = r.status;
+    if (status !== "running") return { id: started.id, status, logs };
+    await new Promise((resolve) => g.setTimeout(resolve, 100));
+  }
+}
+
+async function typedCall(server, tool, args) {
+  return structured(server, tool, await callTool(server, tool, args));
+}
+
+const serverProxies = {};
+function serverProxy(server) {
+  if (!serverProxies[server]) {
+    const helpers = server === "exec" ? { run: runProgram } : {};
+    serverProxies[server] = new Proxy({}, {
+      get(_, tool) {
+        if (typeof tool !== "string") return undefined;
+        if (helpers[tool]) return helpers[tool];
+        return (args) => typedCall(server, tool, args);
+      },
+    });
+  }
+  return serverProxies[server];
+}
+g.tools = new Proxy({}, {
+  get(_, server) { return typeof server === "string" ? serverProxy(server) : undefined; },
+});
 
 // ---- timers ----
 function arm(id, entry) {

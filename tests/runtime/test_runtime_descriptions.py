@@ -35,7 +35,7 @@ def test_builtin_servers_are_declared_in_full_with_result_types() -> None:
     text = run_js_description(["test"], TOOLS, builtin={"test"})
     assert "declare namespace tools.test {" in text
     assert "function echo(args: {\n" in text and "text: string;  // What to echo" in text
-    assert "Promise<{echoed: string}>" in text
+    assert "Promise<{echoed: string} & WithImages>" in text
     assert "More detail." not in text  # the rest of a description restates the declaration
 
 
