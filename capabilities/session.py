@@ -4,7 +4,7 @@
 runtime read it through this module, so its shape is defined in exactly one place.
 
 The data directory is, in order: `$CODEDESK_DATA` when set; `/data` inside a container
-(where `/.dockerenv` exists); otherwise `$XDG_DATA_HOME/codedesk` (default
+(where `/.dockerenv` exists) or for root; otherwise `$XDG_DATA_HOME/codedesk` (default
 `~/.local/share/codedesk`).
 """
 
@@ -31,7 +31,9 @@ def data_dir() -> Path:
     env = os.environ.get("CODEDESK_DATA")
     if env:
         return Path(env).expanduser().resolve()
-    if Path("/.dockerenv").exists():
+    if Path("/.dockerenv").exists() or os.geteuid() == 0:
+        # Root's own data directory would be out of the desktop user's reach; and /data is where
+        # the spec's examples look (/data/chrome/Downloads).
         return Path("/data")
     xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(xdg) / "codedesk"

@@ -36,8 +36,8 @@ def _parser() -> argparse.ArgumentParser:
 
     def data_arg(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--data", type=Path, default=None,
-                        help="the session's data directory (default: $CODEDESK_DATA, /data in a "
-                             "container, else ~/.local/share/codedesk)")
+                        help="the session's data directory (default: $CODEDESK_DATA, else /data in a "
+                             "container or as root, else ~/.local/share/codedesk)")
 
     up = sub.add_parser("up", help="start the session (or report the running one)")
     data_arg(up)
