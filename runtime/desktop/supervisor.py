@@ -20,6 +20,7 @@ import secrets
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from collections.abc import Awaitable, Callable
@@ -232,6 +233,20 @@ class Supervisor:
                 raise DesktopError(f"{folder} must be a folder; move it away and start again")
             if self.user.switch:
                 os.chown(folder, self.user.uid, self.user.gid, follow_symlinks=False)
+        if self.user.switch:
+            for folder in (lay.data / "exec", lay.data / "browser"):
+                self._reclaim(folder)
+
+    def _reclaim(self, folder: Path) -> None:
+        """Give the desktop user the state its servers keep here that root wrote when they ran as
+        root (older sessions): plain files and folders only, never through a link, never a file
+        with other names (a hard link the user could have made to a file of root's)."""
+        for root, dirs, files in os.walk(folder):
+            for name in dirs + files:
+                st = os.lstat(os.path.join(root, name))
+                plain = stat.S_ISDIR(st.st_mode) or (stat.S_ISREG(st.st_mode) and st.st_nlink == 1)
+                if st.st_uid == 0 and plain:
+                    os.chown(os.path.join(root, name), self.user.uid, self.user.gid, follow_symlinks=False)
 
     def _write_xauthority(self) -> None:
         self.user.run_as(write_xauthority, self.xauthority, self._cookie, self.display_num)
