@@ -44,6 +44,10 @@ if [ "$BUILD_TOOLS" = 1 ]; then
   PACKAGES+=(gcc libc6-dev linux-libc-dev python3-dev)
 fi
 
+# The tests' own tools (make test sets this; the image does not): tsc type-checks scripts
+# against the generated declarations.
+if [ "${CODEDESK_TEST_TOOLS:-}" = 1 ]; then PACKAGES+=(node-typescript); fi
+
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
