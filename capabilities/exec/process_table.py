@@ -178,18 +178,21 @@ def _signal_all(pids: set[int], sig: int) -> None:
             pass
 
 
-def reap_adopted(own: set[int], procs: dict[int, Proc] | None = None) -> None:
-    """Collect the exit of orphans this server adopted as their subreaper (not the programs it
-    started, which their watchers wait for): an uncollected zombie still counts against the
+def reap_orphans(own: set[int]) -> None:
+    """Collect the exit of orphans this server adopted as their subreaper (never of the programs
+    it started, whose watchers collect them): an uncollected zombie still counts against the
     desktop user's process limit."""
-    me = os.getpid()
-    procs = scan() if procs is None else procs
-    for proc in procs.values():
-        if proc.ppid == me and proc.pid not in own and not _alive(proc):
-            try:
-                os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG)
-            except ChildProcessError:
-                pass
+    while True:
+        try:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return
+        if info is None or info.si_pid in own:
+            return  # nothing has ended, or the first to have ended is one of ours: its watcher's
+        try:
+            os.waitid(os.P_PID, info.si_pid, os.WEXITED | os.WNOHANG)
+        except ChildProcessError:
+            return
 
 
 async def kill_tree(
@@ -218,7 +221,7 @@ async def kill_tree(
             return
         _signal_all(members, signal.SIGSTOP)
         _signal_all(members, signal.SIGKILL)
-        reap_adopted(own or set(), procs)
+        reap_orphans(own or set())
         await anyio.sleep(0.02)
     logger.warning("%s: processes still alive after repeated SIGKILL", command_id)
 
@@ -288,6 +291,7 @@ class ProcessTable:
         rounds = 0
         while True:
             await anyio.sleep(PATROL_SECONDS)
+            reap_orphans({command.process.pid for command in self._running.values()})
             if not self._running:
                 continue
             rounds += 1
@@ -329,7 +333,6 @@ class ProcessTable:
                 end = command.end_ticks if command.end_ticks is not None else proc.start
                 if command.start_ticks <= proc.start <= end:
                     command.tracked[proc.pid] = proc.start
-        reap_adopted(own, procs)
 
     def _enforce_log_cap(self, record: CommandRecord) -> None:
         cap = record.log_cut_at if record.log_cut_at is not None else self.limits.log_max_bytes

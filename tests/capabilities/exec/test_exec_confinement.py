@@ -267,6 +267,11 @@ def test_kill_after_the_end_stops_what_was_left_running(exec_server, gone):
     assert not gone([left], limit=0.5)
     assert exec_server.ok("kill", {"id": command_id})["status"] == "completed:0"
     assert gone([left])
+    # The server adopted it as subreaper, and collects its exit: no zombie holds a process slot.
+    deadline = time.monotonic() + 5
+    while psutil.pid_exists(left):
+        assert time.monotonic() < deadline, f"{left} left as a zombie"
+        time.sleep(0.05)
 
 
 def test_closed_stdin_ends_the_server_quietly_and_at_once(tmp_path):
