@@ -28,7 +28,9 @@ an orphan (a double fork) becomes the server's child instead of init's; an orpha
 any patrol saw it is counted to every command that was running when it started. Killing a
 command signals all of these and their descendants: SIGTERM, a grace period, then
 SIGSTOP+SIGKILL rounds until none is left, so a child that ignores SIGTERM or a fork bomb is
-still gone. (cgroups would be tighter, but are not writable by the unprivileged user the server
+still gone. What a command leaves running when it ends (as xdg-open does) lives on, but `kill`
+of the ended command still stops it, keeping the command's status. Adopted orphans are
+collected (waitid) every patrol, so their zombies do not hold process slots. (cgroups would be tighter, but are not writable by the unprivileged user the server
 runs as.)
 """
 

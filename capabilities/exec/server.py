@@ -4,6 +4,10 @@ Programs run on the desktop as its user (see `process_table`); their logs live u
 `<data>/exec/` (see `log_store`). Every result is one text block holding JSON, so a script
 reads it with `JSON.parse(result.content[0].text)`; a refused call is an `isError` result
 whose JSON has an `error` message naming the field and what to do.
+
+Beyond the spec's fields, stream_logs answers `more` (the chunk was cut at its size limit),
+and stream_logs and search_logs answer `log_cut_at` and a `hint` when the command's log reached
+the per-command cap (see `confinement.Limits`); the status strings are the spec's.
 """
 
 from __future__ import annotations
