@@ -19,6 +19,7 @@ import json
 import keyword
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 ToolsByServer = Mapping[str, Sequence[Mapping[str, Any]]]
@@ -59,58 +60,99 @@ declare class TextDecoder { constructor(label?: string); decode(data?: Uint8Arra
 """
 
 
-def typescript_declarations(tools: ToolsByServer) -> str:
+def typescript_declarations(tools: ToolsByServer, doc_chars: int | None = None) -> str:
     """`declare namespace tools.<server> {...}` for every server with known tools."""
-    return "\n".join(typescript_server(server, listed) for server, listed in tools.items() if listed)
+    return "\n".join(typescript_server(server, listed, doc_chars) for server, listed in tools.items() if listed)
 
 
-def typescript_server(server: str, listed: Sequence[Mapping[str, Any]]) -> str:
-    body = "\n".join(_indent(typescript_tool(tool), 1) for tool in listed)
+def typescript_server(server: str, listed: Sequence[Mapping[str, Any]], doc_chars: int | None = None) -> str:
+    seen: set[tuple[str, str]] = set()  # in the compact form, a field's doc is said once per server
+    body = "\n".join(_indent(typescript_tool(tool, doc_chars, seen), 1) for tool in listed)
     return f"declare namespace tools.{_ts_name(server)} {{\n{body}\n}}\n"
 
 
-def typescript_tool(tool: Mapping[str, Any]) -> str:
-    """One tool's function declaration, with its own type aliases for recursive types."""
+def typescript_tool(tool: Mapping[str, Any], doc_chars: int | None = None,
+                    seen: set[tuple[str, str]] | None = None) -> str:
+    """One tool's function declaration, with its own type aliases for recursive types.
+
+    `doc_chars` cuts each field's doc to its first sentence within that many characters (the
+    run_js description's compact form); None keeps every doc whole (`mcp.describe`)."""
     name = tool["name"]
     args_schema = tool.get("inputSchema") or {"type": "object"}
     result_schema = success_schema(tool.get("outputSchema"))
-    aliases: dict[str, str] = {}
-    args = _ts(args_schema, args_schema, 0, aliases, _alias_prefix(name))
-    result = (_ts(result_schema, result_schema, 0, aliases, _alias_prefix(name)) + " & WithImages"
-              if result_schema else "any")
+    ctx = _Render(prefix=_alias_prefix(name), doc_chars=doc_chars,
+                  seen=seen if seen is not None and doc_chars is not None else set())
+    args = _ts(args_schema, args_schema, 0, ctx)
+    if doc_chars is not None:  # the compact form: a result's fields by name and type only
+        ctx = _Render(prefix=ctx.prefix, doc_chars=0, seen=ctx.seen, aliases=ctx.aliases)
+    result = (_ts(result_schema, result_schema, 0, ctx) + " & WithImages" if result_schema else "any")
     optional = "" if args_schema.get("required") else "?"
     doc = _doc(summary(tool.get("description") or ""))
-    lines = [*aliases.values(), doc + f"function {_ts_name(name)}(args{optional}: {args}): Promise<{result}>;"]
+    lines = [*ctx.aliases.values(), doc + f"function {_ts_name(name)}(args{optional}: {args}): Promise<{result}>;"]
     return "\n".join(line for line in lines if line)
 
 
-def python_stubs(tools: ToolsByServer) -> str:
-    """Python stubs: `class tools: class <server>: def <tool>(*, field: T, ...) -> Result`."""
+@dataclass
+class _Render:
+    """What one rendering carries along: aliases made so far, their prefix, the doc length."""
+
+    prefix: str
+    doc_chars: int | None = None
+    seen: set[tuple[str, str]] = field(default_factory=set)
+    aliases: dict[str, str] = field(default_factory=dict)
+
+    def doc(self, key: str, text: str) -> str:
+        """A field's doc as this rendering shows it: cut, and said once per server when compact."""
+        if self.doc_chars == 0:
+            return ""
+        text = _clip(text, self.doc_chars)
+        if self.doc_chars is not None and text:
+            if (key, text) in self.seen:
+                return ""
+            self.seen.add((key, text))
+        return text
+
+
+def _clip(text: str, limit: int | None) -> str:
+    """`text`, or its first sentence cut to `limit` characters."""
+    if limit is None or len(text) <= limit:
+        return text
+    first = re.split(r"(?<=[.;])\s", text, maxsplit=1)[0]
+    return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
+
+
+def python_stubs(tools: ToolsByServer, docs: bool = True) -> str:
+    """Python stubs: `class tools: class <server>: def <tool>(*, field: T, ...) -> Result`.
+    Without `docs`, each stub keeps only its one-line summary (the run_py description's form)."""
     out = ["class tools:"]
     for server, listed in tools.items():
         if not listed:
             continue
         out.append(f"{_INDENT}class {_py_name(server)}:")
         for tool in listed:
-            out.append(_indent(python_tool(tool), 2))
+            out.append(_indent(python_tool(tool, docs), 2))
     return "\n".join(out) + "\n"
 
 
-def python_tool(tool: Mapping[str, Any]) -> str:
+def python_tool(tool: Mapping[str, Any], docs: bool = True) -> str:
     schema = tool.get("inputSchema") or {}
     props: dict[str, Any] = schema.get("properties") or {}
     required = set(schema.get("required") or [])
-    params = [f"{_py_name(key)}: {_py(sub, schema, 1)}" + ("" if key in required else " = ...")
+    depth = 1 if docs else _SHALLOW  # the compact form writes nested structures as dict / list[dict]
+    params = [f"{_py_name(key)}: {_py(sub, schema, depth)}" + ("" if key in required else " = ...")
               for key, sub in sorted(props.items(), key=lambda item: item[0] not in required)]
     result_schema = success_schema(tool.get("outputSchema"))
-    result = _py(result_schema, result_schema, 1) if result_schema else "Any"
+    # the compact form (run_py's description) names the result; its shape is in run_js's declarations
+    result = (_py(result_schema, result_schema, 1) if docs else "dict") if result_schema else "Any"
     signature = f"def {_py_name(tool['name'])}({', '.join(['*', *params]) if params else ''}) -> {result}: ..."
-    docs = [f"{key}: {sub['description']}" for key, sub in props.items()
-            if isinstance(sub, dict) and sub.get("description")]
-    doc = "\n".join([summary(tool.get("description") or ""), *docs]).strip()
-    if doc:
-        return f'@staticmethod\n{signature[:-4]}:\n{_INDENT}"""{_escape_py_doc(doc)}"""'
-    return f"@staticmethod\n{signature}"
+    field_docs = [f"{key}: {_describe(sub)}" for key, sub in props.items()
+                  if docs and isinstance(sub, dict) and _describe(sub)]
+    doc = "\n".join([summary(tool.get("description") or ""), *field_docs]).strip()
+    if not doc:
+        return f"@staticmethod\n{signature}"
+    if not docs:
+        return f"@staticmethod\n{signature}  # {doc}"
+    return f'@staticmethod\n{signature[:-4]}:\n{_INDENT}"""{_escape_py_doc(doc)}"""'
 
 
 def summary(description: str) -> str:
@@ -147,18 +189,17 @@ ONE_LINE = 100
 """An object type is written on one line when it fits in this many characters."""
 
 
-def _ts(schema: Any, root: dict[str, Any], depth: int, aliases: dict[str, str], prefix: str,
-        optional: bool = False) -> str:
+def _ts(schema: Any, root: dict[str, Any], depth: int, ctx: _Render, optional: bool = False) -> str:
     """A TypeScript type for `schema`; multi-line renderings indent their later lines relatively."""
     if not isinstance(schema, dict):
         return "any"
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/"):
-        name = prefix + ref.rsplit("/", 1)[1]
-        if name not in aliases:
-            aliases[name] = ""  # placeholder: a recursive reference resolves to the name
+        name = ctx.prefix + ref.rsplit("/", 1)[1]
+        if name not in ctx.aliases:
+            ctx.aliases[name] = ""  # placeholder: a recursive reference resolves to the name
             target = _pointer(root, ref)
-            aliases[name] = f"type {name} = {_ts(target, root, 0, aliases, prefix)};"
+            ctx.aliases[name] = f"type {name} = {_ts(target, root, 0, ctx)};"
         return name
     if "const" in schema:
         return json.dumps(schema["const"])
@@ -167,26 +208,26 @@ def _ts(schema: Any, root: dict[str, Any], depth: int, aliases: dict[str, str], 
     for key in ("anyOf", "oneOf"):
         if isinstance(schema.get(key), list):
             branches = [b for b in schema[key] if not (optional and b == {"type": "null"})]
-            parts = list(dict.fromkeys(_ts(b, root, depth, aliases, prefix) for b in branches))
+            parts = list(dict.fromkeys(_ts(b, root, depth, ctx) for b in branches))
             if len(parts) == 1:
                 return parts[0]
             if len(parts) > 3 or any("\n" in p for p in parts) or sum(map(len, parts)) > ONE_LINE:
                 return "\n" + "\n".join("| " + p.replace("\n", "\n  ") for p in parts)
             return " | ".join(parts)
     if isinstance(schema.get("allOf"), list):
-        return " & ".join(_ts(s, root, depth, aliases, prefix) for s in schema["allOf"])
+        return " & ".join(_ts(s, root, depth, ctx) for s in schema["allOf"])
     kinds = _types(schema)
     if optional and len(kinds) > 1 and "null" in kinds:
         kinds = [k for k in kinds if k != "null"]
     if len(kinds) > 1:
-        return " | ".join(dict.fromkeys(_ts({**schema, "type": k}, root, depth, aliases, prefix) for k in kinds))
+        return " | ".join(dict.fromkeys(_ts({**schema, "type": k}, root, depth, ctx) for k in kinds))
     kind = kinds[0] if kinds else ("object" if "properties" in schema else None)
     if kind in ("string", "boolean", "number", "null"):
         return kind
     if kind == "integer":
         return "number"
     if kind == "array":
-        item = _ts(schema.get("items", {}), root, depth, aliases, prefix)
+        item = _ts(schema.get("items", {}), root, depth, ctx)
         if "\n" in item:
             return "Array<" + item.replace("\n", "\n  ") + "\n>"
         return f"Array<{item}>" if ("|" in item or "&" in item) else f"{item}[]"
@@ -194,14 +235,14 @@ def _ts(schema: Any, root: dict[str, Any], depth: int, aliases: dict[str, str], 
         props: dict[str, Any] = schema.get("properties") or {}
         if not props:
             extra = schema.get("additionalProperties")
-            value = _ts(extra, root, depth + 1, aliases, prefix) if isinstance(extra, dict) else "any"
+            value = _ts(extra, root, depth + 1, ctx) if isinstance(extra, dict) else "any"
             return f"Record<string, {value}>"
         required = set(schema.get("required") or [])
         fields = []
         for key, sub in props.items():
             label = (key if _IDENT.match(key) else json.dumps(key)) + ("" if key in required else "?")
-            rendered = _ts(sub, root, depth + 1, aliases, prefix, optional=key not in required)
-            doc = _describe(sub) if isinstance(sub, dict) else ""
+            rendered = _ts(sub, root, depth + 1, ctx, optional=key not in required)
+            doc = ctx.doc(key, _describe(sub)) if isinstance(sub, dict) else ""
             fields.append((label, rendered, doc))
         one_line = "{" + ", ".join(f"{label}: {rendered}" for label, rendered, _ in fields) + "}"
         if not any(doc for *_, doc in fields) and "\n" not in one_line and len(one_line) <= ONE_LINE:
@@ -260,12 +301,16 @@ def _alias_prefix(tool: str) -> str:
 # ---- Python rendering
 
 
+_SHALLOW = 100
+"""A `_py` depth at which objects are written as `dict` (the compact form)."""
+
+
 def _py(schema: Any, root: dict[str, Any], depth: int) -> str:
     if not isinstance(schema, dict):
         return "Any"
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/"):
-        return f"'{ref.rsplit('/', 1)[1]}'" if depth > 6 else _py(_pointer(root, ref), root, depth + 1)
+        return f"'{ref.rsplit('/', 1)[1]}'" if 6 < depth < _SHALLOW else _py(_pointer(root, ref), root, depth + 1)
     if "const" in schema:
         return f"Literal[{schema['const']!r}]"
     if isinstance(schema.get("enum"), list):
@@ -287,6 +332,8 @@ def _py(schema: Any, root: dict[str, Any], depth: int) -> str:
         if not props:
             extra = schema.get("additionalProperties")
             return f"dict[str, {_py(extra, root, depth + 1) if isinstance(extra, dict) else 'Any'}]"
+        if depth >= _SHALLOW:
+            return "dict"
         required = set(schema.get("required") or [])
         fields = [f"{key!r}: {_py(sub, root, depth + 1)}" + ("" if key in required else " (optional)")
                   for key, sub in props.items()]

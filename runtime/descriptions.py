@@ -28,6 +28,10 @@ from . import declarations, signatures
 ToolsByServer = Mapping[str, Sequence[Mapping[str, Any]]]
 """`{server: [{name, description, inputSchema, outputSchema?}]}` of the servers whose tools are known."""
 
+DOC_CHARS = 70
+"""Field docs in the run_js description are cut to their first sentence within this many
+characters, so both descriptions fit the tools/list budget; `mcp.describe` gives them whole."""
+
 # The spec's exec example, word for word: it must run unchanged.
 SPEC_EXEC_EXAMPLE = """\
 const call = async (tool, args) => JSON.parse((await mcp.callTool("exec", tool, args)).content[0].text);
@@ -100,7 +104,7 @@ def _first_line(tool: Mapping[str, Any]) -> str:
 def run_js_description(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str] = ()) -> str:
     """The description of run_js for these configured servers and known tools."""
     declared = _servers_text(
-        servers, tools, builtin, declarations.typescript_declarations,
+        servers, tools, builtin, lambda listing: declarations.typescript_declarations(listing, DOC_CHARS),
         lambda tool: signatures.typescript(tool["name"], tool.get("inputSchema")),
         'await mcp.describe("{server}")')
     return "\n\n".join([
@@ -139,14 +143,15 @@ def run_js_description(servers: Sequence[str], tools: ToolsByServer, builtin: Co
         "  {type: \"formInput\", params: {ref: \"ref_3\", value: \"a@b.c\"}}, {type: \"click\", params: {selector: \"text=Sign up\"}},\n"
         "  {type: \"screenshot\"}]});\n"
         "artifact(shot.images[shot.results[2].result.image_index]);  // the model sees this one image",
-        "Declarations of the servers' tools:\n" + declared,
+        "Declarations of the servers' tools:\n"
+        "// Field docs are cut short here; await mcp.describe(server, tool) gives them whole.\n" + declared,
     ])
 
 
 def run_py_description(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str] = ()) -> str:
     """The description of run_py for these configured servers and known tools."""
     declared = _servers_text(
-        servers, tools, builtin, declarations.python_stubs,
+        servers, tools, builtin, lambda listing: declarations.python_stubs(listing, docs=False),
         lambda tool: signatures.python(tool["name"], tool.get("inputSchema")),
         'mcp.describe("{server}")')
     return "\n\n".join([
@@ -171,5 +176,7 @@ def run_py_description(servers: Sequence[str], tools: ToolsByServer, builtin: Co
         _limits_text("memory_max_mb", MEMORY_MAX_MB_RANGE, "the interpreter's memory"),
         "Example: r = tools.exec.run(bin=\"ls\", args=[\"-la\", \"/data/chrome/Downloads\"], timeout=60); "
         "print(r[\"status\"], r[\"logs\"])",
-        "Declarations of the servers' tools:\n" + declared,
+        "Declarations of the servers' tools:\n"
+        "# Each returns a dict shaped as run_js's TypeScript declarations say (its fields, documented); "
+        "mcp.describe(server, tool) gives the full Python stub.\n" + declared,
     ])
