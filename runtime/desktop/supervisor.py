@@ -313,7 +313,6 @@ class Supervisor:
             "DESKTOP_SESSION": "xfce",
             "DBUS_SESSION_BUS_ADDRESS": f"unix:path={self.run_dir}/bus",
             "BROWSER": str(self.layout.browser_wrapper),
-            "NO_AT_BRIDGE": "1",
             procs.MARKER: self.session_id,
         }
 
