@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar, get_args
 
 import mcp_types as types
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 log = logging.getLogger("codedesk.capabilities")
 
@@ -120,7 +120,11 @@ def clean_schema(model: type[BaseModel]) -> dict[str, Any]:
                 target = inline(copy.deepcopy(defs[name]), expanding | {name})
                 extra = {k: inline(v, expanding) for k, v in node.items() if k != "$ref"}
                 return {**target, **extra}
-            return {k: inline(v, expanding) for k, v in node.items() if k != "title" or not isinstance(v, str)}
+            # A discriminator's mapping points into the `$defs` inlined here; the branches' own
+            # `const` tags say the same in plain JSON Schema.
+            return {k: inline(v, expanding) for k, v in node.items()
+                    if not (k == "title" and isinstance(v, str))
+                    and not (k == "discriminator" and isinstance(v, dict) and "propertyName" in v)}
         if isinstance(node, list):
             return [inline(item, expanding) for item in node]
         return node
@@ -129,6 +133,41 @@ def clean_schema(model: type[BaseModel]) -> dict[str, Any]:
     if kept:
         cleaned["$defs"] = kept
     return cleaned
+
+
+def _absent_not_null(schema: dict[str, Any], model: type[BaseModel]) -> None:
+    """An optional output field is left out when unset, never sent as null: say so in the
+    schema, so typed declarations read `x?: T`, not `x?: T | null`."""
+    required = set(schema.get("required", ()))
+    for name, prop in schema.get("properties", {}).items():
+        options = prop.get("anyOf")
+        if name in required or not options or {"type": "null"} not in options:
+            continue
+        rest = [option for option in options if option != {"type": "null"}]
+        del prop["anyOf"]
+        prop.pop("default", None)
+        if len(rest) == 1:
+            prop.update(rest[0])
+        else:
+            prop["anyOf"] = rest
+
+
+class OutputModel(BaseModel):
+    """Base of a structured result's models: exactly the fields listed; an optional field that
+    is None is left out of the dump, and its schema says so. A required field typed `T | None`
+    is sent, null included."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_absent_not_null, populate_by_name=True)
+
+    @model_serializer(mode="wrap")
+    def _leave_out_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        for name, info in type(self).model_fields.items():
+            if not info.is_required() and getattr(self, name) is None:
+                data.pop(name, None)
+                if info.alias:
+                    data.pop(info.alias, None)
+        return data
 
 
 @dataclass(frozen=True)
@@ -192,7 +231,14 @@ Args = TypeVar("Args", bound=BaseModel)
 class ToolSpec(Generic[State]):
     """One tool: its name, description, input model, output schema and handler.
 
-    `run(state, args)` returns a `CallToolResult` (built with `success`) or raises `ToolError`.
+    `run(state, args)` returns a `CallToolResult` (built with `success`, or with `failure` when
+    the result carries more than the error, such as a batch's finished steps) or raises
+    `ToolError`.
+
+    Two optional hooks serve tools whose input or text has a shape of its own:
+    `invalid(exc, arguments)` words a failed validation of the input (default:
+    `validation_error`), e.g. naming a batch's step; `failed(state, error, arguments)` builds
+    every failed result of the tool (with `failure`), e.g. in the text the spec prescribes.
     """
 
     name: str
@@ -201,6 +247,10 @@ class ToolSpec(Generic[State]):
     output: dict[str, Any] | type[BaseModel]
     run: Callable[[State, Any], Awaitable[types.CallToolResult]]
     annotations: dict[str, Any] = field(default_factory=dict)
+    refuse: Callable[[ValidationError], ToolError] | None = None
+    """The tool's own message for arguments that do not validate (default: `validation_error`)."""
+    invalid: Callable[[ValidationError, dict[str, Any]], ToolError] | None = None
+    failed: Callable[[State, ToolError, dict[str, Any]], Awaitable[types.CallToolResult]] | None = None
 
     def tool(self) -> types.Tool:
         return types.Tool(name=self.name, description=self.description, input_schema=clean_schema(self.args),
@@ -227,15 +277,28 @@ class ToolRegistry(Generic[State]):
         if spec is None:
             return failure(ToolError("unknown_tool", f"{self.server} has no tool {name!r}; its tools are: "
                                      f"{', '.join(self.specs)}"))
+        raw = arguments or {}
         try:
-            args = spec.args.model_validate(arguments or {})
+            args = spec.args.model_validate(raw)
         except ValidationError as exc:
-            return failure(validation_error(name, spec.args, exc))
+            error = spec.invalid(exc, raw) if spec.invalid is not None else validation_error(name, spec.args, exc)
+            return await self._failed(spec, state, error, raw)
         try:
             return await spec.run(state, args)
         except ToolError as exc:
-            return failure(exc)
+            return await self._failed(spec, state, exc, raw)
         except Exception as exc:  # a bug or an unforeseen library failure: say which, keep serving
             log.exception("%s.%s failed", self.server, name)
-            return failure(ToolError("internal", f"{name} failed unexpectedly ({type(exc).__name__}: {exc})",
-                                     hint="check the arguments; if they are right, report this error"))
+            return await self._failed(spec, state, ToolError(
+                "internal", f"{name} failed unexpectedly ({type(exc).__name__}: {exc})",
+                hint="check the arguments; if they are right, report this error"), raw)
+
+    async def _failed(self, spec: ToolSpec[State], state: State, error: ToolError,
+                      arguments: dict[str, Any]) -> types.CallToolResult:
+        if spec.failed is None:
+            return failure(error)
+        try:
+            return await spec.failed(state, error, arguments)
+        except Exception:  # the tool's own wording failed: the plain contract still answers
+            log.exception("%s.%s: building the failed result failed", self.server, spec.name)
+            return failure(error)

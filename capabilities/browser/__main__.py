@@ -2,7 +2,7 @@
 
 from capabilities.stdio import serve
 
-from .server import build_server
+from .server import main
 
 if __name__ == "__main__":
-    serve(build_server().run)
+    serve(main)

@@ -1,8 +1,8 @@
 """One connection to the session's X display: real input through XTEST, windows through EWMH,
 the screen through mss, the clipboard through xclip.
 
-Errors of the layers below (Xlib, mss, xclip) are raised as `DesktopError`, the original kept
-as `__cause__`. Not thread-safe: callers use one connection from one thread at a time.
+Errors of the layers below (Xlib, mss, xclip) are raised as `DesktopError` (`DisplayUnavailable`
+when the display cannot be reached at all), the original kept as `__cause__`. Not thread-safe: callers use one connection from one thread at a time.
 """
 
 from __future__ import annotations
@@ -18,14 +18,21 @@ from Xlib.ext import xtest
 
 from ..session import SessionInfo
 from .desktop_env import desktop_env
+from .errors import BrowserError, Unavailable
 from .desktop_keys import KEYS
 from ..png import png_from_bgrx
 
 CLIPBOARD_TIMEOUT_S = 5
 
 
-class DesktopError(RuntimeError):
+class DesktopError(BrowserError):
     """The display, a window or the clipboard did not do what a step asked."""
+
+
+class DisplayUnavailable(DesktopError, Unavailable):
+    """The session's display cannot be opened, or its connection closed."""
+
+    kind = "unavailable"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,18 +79,18 @@ class DisplayConnection:
         try:
             self._x = xdisplay.Display(self.name)
         except (xerror.DisplayError, OSError) as exc:
-            raise DesktopError(
+            raise DisplayUnavailable(
                 f"cannot open the desktop's display {self.name}: {exc}; is the session up? "
                 f"(`codedesk desktop status`)") from exc
         if not self._x.has_extension("XTEST"):
             self._x.close()
-            raise DesktopError(f"display {self.name} has no XTEST extension: no way to send input")
+            raise DisplayUnavailable(f"display {self.name} has no XTEST extension: no way to send input")
         self._root = self._x.screen().root
         try:
             self._screen = mss.MSS(display=self.name)
         except mss.ScreenShotError as exc:
             self._x.close()
-            raise DesktopError(f"cannot read the screen of {self.name}: {exc}") from exc
+            raise DisplayUnavailable(f"cannot read the screen of {self.name}: {exc}") from exc
         self._atoms: dict[str, int] = {}
         self._keymap: dict[int, tuple[int, bool]] = {}
         self._spare_keycodes: list[int] = []
@@ -315,5 +322,7 @@ class DisplayConnection:
     def _call(self, fn, *args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (xerror.XError, xerror.ConnectionClosedError, OSError) as exc:
+        except xerror.ConnectionClosedError as exc:
+            raise DisplayUnavailable(f"the connection to the display {self.name} closed: {exc}") from exc
+        except (xerror.XError, OSError) as exc:
             raise DesktopError(f"the display {self.name} refused a request: {exc}") from exc

@@ -1,10 +1,16 @@
-"""The operations of `desktop_execute`: typed steps, their config, and validating a whole call.
+"""The operations of `desktop_execute`: typed steps, their results, their config, and the
+whole call as one model.
 
-Each step is `{type, params}`; `Operation` is a union keyed by `type`, and the JSON schema the
-model sees (`operations_schema()`, `config_schema()`) is generated from these same types.
-`parse_call` checks every step before anything runs and raises `InvalidCall` naming each bad
-step (its index in `operations` and its number, counted from 1), the field and what to do;
-`check_on_screen` then checks every coordinate against the screen's current size.
+Each step is `{type, params}`; `Operation` is a union keyed by `type`. `OPERATIONS` names every
+operation with its params model, its result type and a one-line description; from it come the
+input schema (`DesktopRequest`, which also validates a call whole before anything runs) and the
+output schema (`DesktopOutput`: each result entry typed by its operation). `describe_invalid`
+words a failed validation naming each bad step (its index in `operations` and its number,
+counted from 1) and field; `check_on_screen` then checks every coordinate against the screen's
+current size.
+
+To add an operation: its params model (or None), its result type and a line in `OPERATIONS`,
+and its implementation in `desktop_tool._perform` (or a module it dispatches to).
 """
 
 from __future__ import annotations
@@ -17,19 +23,17 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    TypeAdapter,
     ValidationError,
     create_model,
     model_validator,
 )
 
+from capabilities.contract import OutputModel
+
 from .desktop_keys import BUTTONS, KEYS, untypeable
+from .errors import InvalidRequest
 
 MAX_SLEEP_MS = 30_000
-
-
-class InvalidCall(ValueError):
-    """The call was refused before any step ran; the message lists each problem."""
 
 
 def _known_key(name: str) -> str:
@@ -140,12 +144,149 @@ class SleepParams(_Params):
     ms: Annotated[int, Field(ge=0, le=MAX_SLEEP_MS)]
 
 
+# -- results ------------------------------------------------------------------------------
+
+ScreenX = Annotated[int, Field(description="Screen pixels from the left edge")]
+ScreenY = Annotated[int, Field(description="Screen pixels from the top edge")]
+
+
+class PointResult(OutputModel):
+    """A point on the screen."""
+
+    x: ScreenX
+    y: ScreenY
+
+
+class ClickResult(OutputModel):
+    button: Button = Field(description="The button clicked")
+    x: ScreenX = Field(description="Where the click landed: screen pixels from the left edge")
+    y: ScreenY = Field(description="Where the click landed: screen pixels from the top edge")
+
+
+class ButtonResult(OutputModel):
+    button: Button = Field(description="The button pressed or released")
+
+
+class DragResult(OutputModel):
+    from_: PointResult = Field(alias="from", description="Where the button went down (screen pixels)")
+    to: PointResult = Field(description="Where it was released (screen pixels)")
+
+
+class ScrollResult(OutputModel):
+    direction: Literal["up", "down", "left", "right"]
+    amount: int = Field(description="Wheel clicks sent")
+    x: ScreenX = Field(description="The pointer's place while scrolling: screen pixels from the left edge")
+    y: ScreenY = Field(description="The pointer's place while scrolling: screen pixels from the top edge")
+
+
+class TypedResult(OutputModel):
+    typed: int = Field(description="Characters typed")
+
+
+class KeysResult(OutputModel):
+    keys: list[str] = Field(description="The keys pressed, released or both, nut.js names")
+
+
+class ImageResult(OutputModel):
+    """A screenshot, attached to the result as a PNG image block."""
+
+    image_index: int = Field(description="Index of the PNG among the result's images (0 = the first image "
+                                         "block after the text)")
+    width: int = Field(description="Width of the PNG in pixels (screen pixels: the grab is not scaled)")
+    height: int = Field(description="Height of the PNG in pixels")
+
+
+class ColorResult(OutputModel):
+    x: ScreenX
+    y: ScreenY
+    r: int = Field(description="Red, 0 to 255")
+    g: int = Field(description="Green, 0 to 255")
+    b: int = Field(description="Blue, 0 to 255")
+    hex: str = Field(description='The colour as "#rrggbb"')
+
+
+class WindowResult(OutputModel):
+    """A top-level window of the desktop."""
+
+    id: int = Field(description="The X window id")
+    title: str
+    pid: int | None = Field(description="The process owning the window, null when it does not say")
+    x: ScreenX = Field(description="Left edge of the window's client area, screen pixels")
+    y: ScreenY = Field(description="Top edge of the window's client area, screen pixels")
+    width: int = Field(description="Width of the client area in pixels")
+    height: int = Field(description="Height of the client area in pixels")
+
+
+class ScreenSize(OutputModel):
+    """The screen's size when the call ended (it follows the viewer's window)."""
+
+    width: int = Field(description="Screen width in pixels")
+    height: int = Field(description="Screen height in pixels")
+
+
+# -- the operations ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OperationSpec:
+    """One operation: its params model (None: it takes none), the type of its result, and a
+    one-line description."""
+
+    params: type[_Params] | None
+    result: Any
+    doc: str
+
+
+#: Operation name -> its spec, in the spec's order.
+OPERATIONS: dict[str, OperationSpec] = {
+    "mouse.setPosition": OperationSpec(Point, PointResult, "Put the pointer at {x, y} at once"),
+    "mouse.move": OperationSpec(Point, PointResult, "Move the pointer to {x, y}, animated at config.mouseSpeed px/s"),
+    "mouse.getPosition": OperationSpec(None, PointResult, "The pointer's position {x, y}"),
+    "mouse.click": OperationSpec(ClickParams, ClickResult, "Click {button?, x?, y?}"),
+    "mouse.doubleClick": OperationSpec(ClickParams, ClickResult, "Double-click {button?, x?, y?}"),
+    "mouse.pressButton": OperationSpec(ButtonParams, ButtonResult, "Press and hold {button?}"),
+    "mouse.releaseButton": OperationSpec(ButtonParams, ButtonResult, "Release {button?}"),
+    "mouse.drag": OperationSpec(
+        DragParams, DragResult, "{to, from?}: press LEFT at from (default: where the pointer is), glide to to, release"),
+    "mouse.scrollUp": OperationSpec(ScrollParams, ScrollResult, "Scroll {amount, x?, y?} wheel clicks up"),
+    "mouse.scrollDown": OperationSpec(ScrollParams, ScrollResult, "Scroll {amount, x?, y?} wheel clicks down"),
+    "mouse.scrollLeft": OperationSpec(ScrollParams, ScrollResult, "Scroll {amount, x?, y?} wheel clicks left"),
+    "mouse.scrollRight": OperationSpec(ScrollParams, ScrollResult, "Scroll {amount, x?, y?} wheel clicks right"),
+    "keyboard.type": OperationSpec(TypeParams, Union[TypedResult, KeysResult],
+                                   "Type {text} (US layout) or press {keys} together"),
+    "keyboard.pressKey": OperationSpec(KeysParams, KeysResult, "Press and hold {keys}"),
+    "keyboard.releaseKey": OperationSpec(KeysParams, KeysResult, "Release {keys}"),
+    "screen.width": OperationSpec(None, Annotated[int, Field(description="Screen width in pixels")],
+                                  "The screen's width in pixels"),
+    "screen.height": OperationSpec(None, Annotated[int, Field(description="Screen height in pixels")],
+                                   "The screen's height in pixels"),
+    "screen.grab": OperationSpec(None, ImageResult, "A PNG of the whole screen"),
+    "screen.grabRegion": OperationSpec(RegionParams, ImageResult, "A PNG of {left, top, width, height}"),
+    "screen.colorAt": OperationSpec(Point, ColorResult, "The pixel at {x, y}: {x, y, r, g, b, hex}"),
+    "getActiveWindow": OperationSpec(
+        None, Annotated[WindowResult | None, Field(description="The focused window, null when none is")],
+        "The focused window {id, title, pid, x, y, width, height}, or null"),
+    "getWindows": OperationSpec(None, list[WindowResult],
+                                "The desktop's windows, each {id, title, pid, x, y, width, height}"),
+    "clipboard.setContent": OperationSpec(ClipboardParams, None, "Put {text} on the clipboard"),
+    "clipboard.getContent": OperationSpec(
+        None, Annotated[str, Field(description='The clipboard\'s text ("" when it holds no text)')],
+        "The clipboard's text"),
+    "sleep": OperationSpec(SleepParams, None, f"Wait {{ms}}, at most {MAX_SLEEP_MS}"),
+}
+
+
 class _Step(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def _step(name: str, params: type[_Params] | None, doc: str) -> type[_Step]:
+def _class_name(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.split("."))
+
+
+def _step(name: str, spec: OperationSpec) -> type[_Step]:
     """One operation's model: `{type: name, params}`; params may be omitted when all optional."""
+    params = spec.params
     fields: dict[str, Any] = {"type": (Literal[name], ...)}
     if params is None:
         fields["params"] = (NoParams, Field(default_factory=NoParams))
@@ -153,45 +294,25 @@ def _step(name: str, params: type[_Params] | None, doc: str) -> type[_Step]:
         fields["params"] = (params, Field(default_factory=params))
     else:
         fields["params"] = (params, ...)
-    class_name = "".join(part[:1].upper() + part[1:] for part in name.split("."))
-    return create_model(class_name, __base__=_Step, __doc__=doc, **fields)
+    return create_model(_class_name(name), __base__=_Step, __doc__=spec.doc, **fields)
 
 
-#: Operation name -> (params model or None, one-line description), in the spec's order.
-OPERATIONS: dict[str, tuple[type[_Params] | None, str]] = {
-    "mouse.setPosition": (Point, "Put the pointer at {x, y} at once"),
-    "mouse.move": (Point, "Move the pointer to {x, y}, animated at config.mouseSpeed px/s"),
-    "mouse.getPosition": (None, "The pointer's position {x, y}"),
-    "mouse.click": (ClickParams, "Click {button?, x?, y?}"),
-    "mouse.doubleClick": (ClickParams, "Double-click {button?, x?, y?}"),
-    "mouse.pressButton": (ButtonParams, "Press and hold {button?}"),
-    "mouse.releaseButton": (ButtonParams, "Release {button?}"),
-    "mouse.drag": (DragParams,
-                   "{to, from?}: press LEFT at from (default: where the pointer is), glide to to, release"),
-    "mouse.scrollUp": (ScrollParams, "Scroll {amount, x?, y?} wheel clicks up"),
-    "mouse.scrollDown": (ScrollParams, "Scroll {amount, x?, y?} wheel clicks down"),
-    "mouse.scrollLeft": (ScrollParams, "Scroll {amount, x?, y?} wheel clicks left"),
-    "mouse.scrollRight": (ScrollParams, "Scroll {amount, x?, y?} wheel clicks right"),
-    "keyboard.type": (TypeParams, "Type {text} (US layout) or press {keys} together"),
-    "keyboard.pressKey": (KeysParams, "Press and hold {keys}"),
-    "keyboard.releaseKey": (KeysParams, "Release {keys}"),
-    "screen.width": (None, "The screen's width in pixels"),
-    "screen.height": (None, "The screen's height in pixels"),
-    "screen.grab": (None, "A PNG of the whole screen"),
-    "screen.grabRegion": (RegionParams, "A PNG of {left, top, width, height}"),
-    "screen.colorAt": (Point, "The pixel at {x, y}: {x, y, r, g, b, hex}"),
-    "getActiveWindow": (None, "The focused window {id, title, pid, x, y, width, height}, or null"),
-    "getWindows": (None, "The desktop's windows, each {id, title, pid, x, y, width, height}"),
-    "clipboard.setContent": (ClipboardParams, "Put {text} on the clipboard"),
-    "clipboard.getContent": (None, "The clipboard's text"),
-    "sleep": (SleepParams, f"Wait {{ms}}, at most {MAX_SLEEP_MS}"),
-}
+def _done(name: str, spec: OperationSpec) -> type[OutputModel]:
+    """One operation's entry in the results: `{success: true, operation: name, result}`."""
+    result = spec.result if spec.result is not None else Annotated[None, Field(description="Always null")]
+    return create_model(
+        _class_name(name) + "Done", __base__=OutputModel, __doc__=spec.doc,
+        success=(Literal[True], ...),
+        operation=(Literal[name], ...),
+        result=(result, ...),
+    )
 
-STEP_MODELS: dict[str, type[_Step]] = {
-    name: _step(name, params, doc) for name, (params, doc) in OPERATIONS.items()
-}
+
+STEP_MODELS: dict[str, type[_Step]] = {name: _step(name, spec) for name, spec in OPERATIONS.items()}
+DONE_MODELS: dict[str, type[OutputModel]] = {name: _done(name, spec) for name, spec in OPERATIONS.items()}
 
 Operation = Annotated[Union[tuple(STEP_MODELS.values())], Field(discriminator="type")]  # type: ignore[misc]
+StepDone = Annotated[Union[tuple(DONE_MODELS.values())], Field(discriminator="operation")]  # type: ignore[misc]
 
 
 class DesktopConfig(BaseModel):
@@ -200,79 +321,53 @@ class DesktopConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     keyboardDelayMs: Annotated[int, Field(ge=0, le=1000)] = Field(
-        10, description="Pause after each key typed")
+        10, description="Pause after each key typed, ms")
     mouseDelayMs: Annotated[int, Field(ge=0, le=5000)] = Field(
-        50, description="Pause after each mouse action")
+        50, description="Pause after each mouse action, ms")
     mouseSpeed: Annotated[float, Field(gt=0, le=1_000_000)] = Field(
         2000, description="Pointer speed of mouse.move, drag and aimed clicks, in px/s")
 
 
-_OPERATION = TypeAdapter(Operation)
-_OPERATIONS = TypeAdapter(list[Operation])
+class DesktopRequest(BaseModel):
+    """A whole `desktop_execute` call."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    operations: list[Operation] = Field(min_length=1, description="Steps, each {type, params}, run in order")
+    config: DesktopConfig = Field(default_factory=DesktopConfig,
+                                  description="Pacing: keyboardDelayMs, mouseDelayMs, mouseSpeed")
 
 
-@dataclass(frozen=True)
-class Call:
-    """A validated call: its steps and config."""
+class DesktopOutput(OutputModel):
+    """What a `desktop_execute` call did."""
 
-    operations: list[Any]
-    config: DesktopConfig
-
-
-def _inline_refs(schema: dict) -> dict:
-    """The schema with `$defs` references replaced by their definitions (no recursion here),
-    so it can sit inside the tool's argument schema; titles and the discriminator's mapping
-    (which point into `$defs`) are dropped."""
-    defs = schema.pop("$defs", {})
-
-    def walk(node: Any, in_properties: bool = False) -> Any:
-        if isinstance(node, dict):
-            if "$ref" in node:
-                return walk(defs[node["$ref"].rsplit("/", 1)[-1]])
-            return {
-                key: walk(value, key == "properties" and not in_properties)
-                for key, value in node.items()
-                # titles repeat the names; the discriminator's mapping points into $defs
-                if in_properties or key not in ("title", "discriminator")
-            }
-        if isinstance(node, list):
-            return [walk(item) for item in node]
-        return node
-
-    return walk(schema)
+    results: list[StepDone] = Field(description="One entry per step, in order; `result` is typed by `operation`")
+    screen: ScreenSize
 
 
-def operations_schema() -> dict:
-    """JSON schema of `operations`, generated from the operation models."""
-    schema = _inline_refs(_OPERATIONS.json_schema(by_alias=True))
-    schema["description"] = "Steps, each {type, params}, run in order"
-    return schema
+# -- validation messages -------------------------------------------------------------------------
 
 
-def config_schema() -> dict:
-    """JSON schema of `config`, generated from `DesktopConfig`."""
-    return _inline_refs(DesktopConfig.model_json_schema())
-
-
-def _describe(error: dict, step: str | None) -> str:
-    """One pydantic error as a sentence naming the field and what to do."""
-    loc = [str(part) for part in error["loc"]]
+def _describe(error: dict, step: str | None, loc: list[str]) -> tuple[str, str]:
+    """One pydantic error as (a sentence naming the field and what to do, the field)."""
     if step is not None and loc and loc[0] == step:
         loc = loc[1:]  # the discriminator's tag
     field = ".".join(part if part != "from_" else "from" for part in loc)
     kind = error["type"]
     if kind == "union_tag_invalid":
         return (f"unknown operation {error['input'].get('type')!r}; operations are: "
-                f"{', '.join(OPERATIONS)}")
+                f"{', '.join(OPERATIONS)}"), "type"
     if kind == "union_tag_not_found":
-        return "missing field 'type' (the operation's name, e.g. \"mouse.click\")"
+        return "missing field 'type' (the operation's name, e.g. \"mouse.click\")", "type"
+    if kind in ("model_attributes_type", "model_type", "dict_type") and not loc:
+        return f"a step must be an object {{type, params}}, got {type(error['input']).__name__}", ""
     if kind == "extra_forbidden":
         allowed = _allowed_fields(step, loc)
-        return f"unknown field {field!r}" + (f"; allowed: {allowed}" if allowed else "")
+        return f"unknown field {field!r}" + (f"; allowed: {allowed}" if allowed else ""), field
     if kind == "missing":
-        return f"missing field {field!r}"
+        return f"missing field {field!r}", field
     message = error["msg"].removeprefix("Value error, ")
-    return f"{field}: {message}" if field else message
+    return (f"{field}: {message}" if field else message), field
 
 
 def _allowed_fields(step: str | None, loc: list[str]) -> str:
@@ -280,7 +375,7 @@ def _allowed_fields(step: str | None, loc: list[str]) -> str:
         return ""
     if len(loc) == 1:
         return "type, params"
-    params = OPERATIONS.get(step, (None, ""))[0]
+    params = OPERATIONS[step].params if step in OPERATIONS else None
     if loc[0] == "params" and len(loc) == 2:
         if params is None:
             return "none (this operation takes no params)"
@@ -288,31 +383,44 @@ def _allowed_fields(step: str | None, loc: list[str]) -> str:
     return ""
 
 
-def parse_call(operations: Any, config: Any) -> Call:
-    """Validate a whole call; raises `InvalidCall` listing every bad step and field."""
+def describe_invalid(exc: ValidationError, raw: dict[str, Any]) -> InvalidRequest:
+    """A failed validation of a whole call, naming every bad step (index and number) and field;
+    `step` and `field` (inside the step) are the first problem's."""
+    operations = raw.get("operations") if isinstance(raw, dict) else None
     problems: list[str] = []
-    steps: list[Any] = []
-    if not isinstance(operations, list) or not operations:
-        raise InvalidCall("operations must be a non-empty array of steps, each {type, params}")
-    for index, raw in enumerate(operations):
-        where = f"operations[{index}] (step {index + 1}"
-        name = raw.get("type") if isinstance(raw, dict) else None
-        where += f", {name})" if isinstance(name, str) else ")"
-        try:
-            steps.append(_OPERATION.validate_python(raw))
-        except ValidationError as exc:
+    first: tuple[int | None, str | None] | None = None
+    for error in exc.errors():
+        loc = [str(part) for part in error["loc"]]
+        if len(loc) >= 2 and loc[0] == "operations" and isinstance(error["loc"][1], int):
+            index = error["loc"][1]
+            raw_step = operations[index] if isinstance(operations, list) and index < len(operations) else None
+            name = raw_step.get("type") if isinstance(raw_step, dict) else None
+            where = f"operations[{index}] (step {index + 1}" + (f", {name})" if isinstance(name, str) else ")")
             tag = name if isinstance(name, str) and name in OPERATIONS else None
-            for error in exc.errors():
-                problems.append(f"{where}: {_describe(error, tag)}")
-    try:
-        parsed_config = DesktopConfig.model_validate(config or {})
-    except ValidationError as exc:
-        for error in exc.errors():
-            problems.append(f"config: {_describe(error, None)}")
-        parsed_config = DesktopConfig()
-    if problems:
-        raise InvalidCall("nothing was run; fix these and call again:\n" + "\n".join(problems))
-    return Call(operations=steps, config=parsed_config)
+            sentence, field = _describe(error, tag, loc[2:])
+            problems.append(f"{where}: {sentence}")
+            first = first or (index + 1, field or None)
+        elif loc and loc[0] == "operations":
+            if error["type"] == "missing":
+                problems.append("missing field 'operations': give a non-empty array of steps, each {type, params}")
+            else:
+                problems.append("operations must be a non-empty array of steps, each {type, params}")
+            first = first or (None, "operations")
+        elif loc and loc[0] == "config":
+            sentence, field = _describe(error, None, loc[1:])
+            problems.append(f"config: {sentence}")
+            first = first or (None, "config" + (f".{field}" if field else ""))
+        else:
+            sentence, field = _describe(error, None, loc)
+            if error["type"] == "extra_forbidden":
+                sentence = f"unknown field {field!r}; desktop_execute takes operations and config"
+            problems.append(sentence)
+            first = first or (None, field or None)
+    problems = list(dict.fromkeys(problems))  # a union may report one mistake twice
+    step, field = first or (None, None)
+    return InvalidRequest("nothing was run; fix these and call again:\n" + "\n".join(problems),
+                          step=step, field=field,
+                          hint="the tool's description and input schema list every operation and its params")
 
 
 def _points(step: Any) -> list[tuple[str, int | None, int | None]]:
@@ -329,22 +437,28 @@ def _points(step: Any) -> list[tuple[str, int | None, int | None]]:
 
 
 def check_on_screen(steps: list[Any], width: int, height: int) -> None:
-    """Raise `InvalidCall` for any coordinate outside a `width` x `height` screen."""
+    """Raise `InvalidRequest` for any coordinate outside a `width` x `height` screen."""
     problems: list[str] = []
+    first: tuple[int, str] | None = None
     for index, step in enumerate(steps):
         where = f"operations[{index}] (step {index + 1}, {step.type})"
         for field, x, y in _points(step):
             if x is not None and x >= width:
                 problems.append(f"{where}: {field}.x={x} is off the screen (0 to {width - 1})")
+                first = first or (index + 1, f"{field}.x")
             if y is not None and y >= height:
                 problems.append(f"{where}: {field}.y={y} is off the screen (0 to {height - 1})")
+                first = first or (index + 1, f"{field}.y")
         params = step.params
         if isinstance(params, RegionParams):
             if params.left + params.width > width or params.top + params.height > height:
                 problems.append(
                     f"{where}: region {params.left},{params.top} {params.width}x{params.height} "
                     f"goes past the screen's edge ({width}x{height})")
+                first = first or (index + 1, "params")
     if problems:
-        raise InvalidCall(
+        step, field = first if first else (None, None)
+        raise InvalidRequest(
             f"nothing was run; the screen is {width}x{height} now (it follows the viewer's "
-            f"window, so read screen.width/height before aiming):\n" + "\n".join(problems))
+            f"window, so read screen.width/height before aiming):\n" + "\n".join(problems),
+            step=step, field=field, hint="read screen.width and screen.height, then aim inside them")

@@ -1,41 +1,55 @@
 """`desktop_execute`: batched mouse, keyboard, screen, window and clipboard steps on the
 session's display, done as a person at the screen would (real pointer, real keys via XTEST).
 
-The call is validated whole before anything runs (`desktop_ops`), runs one call at a time,
-stops at the first failing step with a screenshot of that moment, and lets go of any key or
-button still held when a step fails. The result is one text block of JSON
-`{results: [{success, operation, result}], screen: {width, height}}`, then the PNG images.
+The call is validated whole before anything runs (`desktop_ops.DesktopRequest`, through the
+contract's registry), runs one call at a time, stops at the first failing step with a
+screenshot of that moment, and lets go of any key or button still held when a step fails.
+
+The result (built in `_result`, the one place): structured content `{results: [{success,
+operation, result}], screen: {width, height}}` (plus `error` on failure), the same object as
+the text (JSON, as the spec prescribes), then the PNG images the results point at.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from mcp.server.mcpserver import MCPServer
-from mcp_types import CallToolResult, ImageContent, TextContent
-from pydantic import WithJsonSchema
+from mcp_types import CallToolResult
+
+from capabilities.contract import Image, ToolError, ToolSpec, failure, success
 
 from ..session import SessionInfo, SessionNotFound, read_session
 from .desktop_display import DesktopError, DisplayConnection, Grab
 from .desktop_keys import BUTTONS, KEYS, SCROLL_BUTTONS, text_keysym
 from .desktop_ops import (
     OPERATIONS,
-    Call,
+    ButtonResult,
     ClickParams,
+    ClickResult,
+    ColorResult,
+    DragResult,
+    ImageResult,
+    KeysResult,
+    PointResult,
+    ScrollResult,
+    TypedResult,
+    WindowResult,
     DesktopConfig,
-    InvalidCall,
+    DesktopOutput,
+    DesktopRequest,
     check_on_screen,
-    config_schema,
-    operations_schema,
-    parse_call,
+    describe_invalid,
 )
+from .errors import BrowserError, Unavailable
+
+if TYPE_CHECKING:
+    from .state import BrowserState
 
 # Pointer animation: one motion event per frame at about 120 frames a second.
 FRAME_S = 1 / 120
@@ -44,7 +58,7 @@ DOUBLE_CLICK_GAP_S = 0.03
 
 
 def _description() -> str:
-    operations = "\n".join(f"- {name}: {doc}" for name, (_, doc) in OPERATIONS.items())
+    operations = "\n".join(f"- {name}: {spec.doc}" for name, spec in OPERATIONS.items())
     return f"""Use the mouse, keyboard, screen, windows and clipboard of the desktop, as a person at \
 the screen would. Use browser_execute for anything inside a web page; use this for the browser's \
 own interface, dialogs such as the file chooser, and other windows.
@@ -62,11 +76,13 @@ a US layout; for other characters put the text on the clipboard (clipboard.setCo
 it (keyboard.type {{keys: ["LeftControl", "V"]}}). keyboard.type {{keys}} presses the keys together \
 and releases them (a chord); pressKey holds keys until releaseKey or until a step fails.
 
-Result: text JSON {{results: [{{success, operation, result}}], screen: {{width, height}}}}; \
-screenshots are PNG images after the text, a screenshot's result being {{image_index, width, \
-height}}. The whole call is checked before anything runs. It stops at the first failing step and \
-attaches a screenshot (the failed step's entry has error and screenshot); keys and buttons \
-still held are then released. One call runs at a time.
+Result: the text is JSON {{results: [{{success, operation, result}}], screen: {{width, height}}}}, \
+the same object as the structured content (each result typed by its operation in the output \
+schema); screenshots are PNG images after the text, a screenshot's result being {{image_index, \
+width, height}}. The whole call is checked before anything runs. It stops at the first failing \
+step and attaches a screenshot: the call is then an error {{error: {{kind, message, step, field?, \
+hint?}}, results, screen}}, the failed step's entry having success false, error and screenshot; keys \
+and buttons still held are released. One call runs at a time.
 
 Screenshots go to the code, not to the model: attach one with artifact(...) only when the model \
 needs to see it. For a large one, pass heap_memory_max_mb: 64 to run_js."""
@@ -80,32 +96,41 @@ class _Run:
     results: list[dict] = field(default_factory=list)
     images: list[Grab] = field(default_factory=list)
 
-    def image(self, grab: Grab) -> dict:
+    def image(self, grab: Grab) -> ImageResult:
         self.images.append(grab)
-        return {"image_index": len(self.images) - 1, "width": grab.width, "height": grab.height}
+        return ImageResult(image_index=len(self.images) - 1, width=grab.width, height=grab.height)
 
 
 class DesktopController:
     """The shared state of `desktop_execute`: the display connection (opened on first use,
     reopened when the session changes or the connection breaks) and the lock that makes
-    calls take turns."""
+    calls take turns. Owned by the server's state; `close` at shutdown."""
 
     def __init__(self) -> None:
         self._connection: DisplayConnection | None = None
         self._thread_lock = threading.Lock()  # for callers outside the event loop (benchmarks)
         self._lock: anyio.Lock | None = None
 
-    async def execute(self, operations: Any, config: Any) -> CallToolResult:
-        """Run one `desktop_execute` call; concurrent calls queue."""
-        if self._lock is None:
-            self._lock = anyio.Lock()
-        async with self._lock:
-            return await anyio.to_thread.run_sync(self.execute_sync, operations, config)
+    async def execute(self, request: DesktopRequest) -> CallToolResult:
+        """Run one validated `desktop_execute` call; concurrent calls queue."""
+        async with self._turn():
+            return await anyio.to_thread.run_sync(self.execute_sync, request)
 
-    def execute_sync(self, operations: Any, config: Any) -> CallToolResult:
+    def execute_sync(self, request: DesktopRequest) -> CallToolResult:
         """The same, from a plain thread."""
         with self._thread_lock:
-            return self._execute(operations, config)
+            return self._execute(request)
+
+    async def refused(self, error: ToolError) -> CallToolResult:
+        """The result of a call refused before it ran (with the screen's size when reachable)."""
+        async with self._turn():
+            size = await anyio.to_thread.run_sync(self._screen_size_if_reachable)
+        return _result([], [], size, error)
+
+    def _turn(self) -> anyio.Lock:
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        return self._lock
 
     def close(self) -> None:
         if self._connection is not None:
@@ -114,7 +139,10 @@ class DesktopController:
 
     def connection(self) -> DisplayConnection:
         """The display connection for the current session (read fresh from session.json)."""
-        session = read_session()
+        try:
+            session = read_session()
+        except SessionNotFound as exc:
+            raise Unavailable(str(exc), hint="start the desktop session, then call again") from exc
         if self._connection is not None and _x_address(self._connection.session) != _x_address(session):
             self.close()  # another display, or the session was restarted with a new cookie
         if self._connection is None:
@@ -136,64 +164,57 @@ class DesktopController:
         raise AssertionError("unreachable")
 
     def _screen_size_if_reachable(self) -> tuple[int, int] | None:
-        try:
-            return self._connect()[1]
-        except (SessionNotFound, DesktopError):
-            return None
+        with self._thread_lock:
+            try:
+                return self._connect()[1]
+            except BrowserError:
+                return None
 
-    def _execute(self, operations: Any, config: Any) -> CallToolResult:
-        try:
-            call = parse_call(operations, config)
-        except InvalidCall as exc:
-            return _refusal(str(exc), self._screen_size_if_reachable())
+    def _execute(self, request: DesktopRequest) -> CallToolResult:
+        size: tuple[int, int] | None = None
         try:
             display, size = self._connect()
-        except (SessionNotFound, DesktopError) as exc:
-            return _refusal(str(exc), None)
-        try:
-            check_on_screen(call.operations, *size)
-        except InvalidCall as exc:
-            return _refusal(str(exc), size)
-        if any(step.type.startswith("keyboard.") for step in call.operations):
-            try:
-                display.read_keymap()  # someone may have switched the layout since
-            except DesktopError as exc:
-                self.close()
-                return _refusal(str(exc), size)
-        run = _Run(config=call.config)
-        failed = self._run_steps(display, call, run)
+            check_on_screen(request.operations, *size)
+            if any(step.type.startswith("keyboard.") for step in request.operations):
+                try:
+                    display.read_keymap()  # someone may have switched the layout since
+                except DesktopError:
+                    self.close()
+                    raise
+        except BrowserError as exc:
+            return _result([], [], size, exc.to_tool_error())
+        run = _Run(config=request.config)
+        failed = self._run_steps(display, request, run)
         try:
             size = display.screen_size()
         except DesktopError:
             self.close()
-        body = {"results": run.results, "screen": {"width": size[0], "height": size[1]}}
-        if failed is not None:
-            body["error"] = failed + "; the keys and buttons still held were released"
-        return _result(body, run.images, is_error=failed is not None)
+        return _result(run.results, run.images, size, failed)
 
-    def _run_steps(self, display: DisplayConnection, call: Call, run: _Run) -> str | None:
+    def _run_steps(self, display: DisplayConnection, request: DesktopRequest, run: _Run) -> ToolError | None:
         """Run the steps in order until one fails; returns what failed, or None. Whatever
         failed (a step, or anything raised), every key and button still held is released."""
-        failed: str | None = None
+        failed: ToolError | None = None
         try:
-            for index, step in enumerate(call.operations):
+            for index, step in enumerate(request.operations):
                 try:
                     result = _perform(display, step, run)
                     display.settle()
                 except DesktopError as exc:
-                    failed = f"operations[{index}] (step {index + 1}, {step.type}) failed: {exc}"
-                    entry = {"success": False, "operation": step.type, "result": None,
-                             "error": str(exc)}
+                    failed = exc.at_step(index + 1).to_tool_error()
+                    failed.message = (f"operations[{index}] (step {index + 1}, {step.type}) failed: {exc.message}; "
+                                      "the keys and buttons still held were released")
+                    entry = {"success": False, "operation": step.type, "result": None, "error": exc.message}
                     run.results.append(entry)
                     try:
-                        entry["screenshot"] = run.image(display.grab(0, 0, *display.screen_size()))
+                        entry["screenshot"] = _jsonable(run.image(display.grab(0, 0, *display.screen_size())))
                     except DesktopError:
                         pass  # the display itself is gone; the error says so
                     return failed
-                run.results.append({"success": True, "operation": step.type, "result": result})
+                run.results.append({"success": True, "operation": step.type, "result": _jsonable(result)})
             return None
         except BaseException:
-            failed = failed or "interrupted"
+            failed = failed or ToolError("internal", "interrupted")
             raise
         finally:
             if failed is not None:
@@ -207,19 +228,46 @@ def _x_address(session: SessionInfo) -> tuple[str, str | None]:
     return session.display, session.env.get("XAUTHORITY")
 
 
-def _refusal(message: str, size: tuple[int, int] | None) -> CallToolResult:
-    body: dict[str, Any] = {"results": [], "error": message}
+def _jsonable(result: Any) -> Any:
+    """A step's result model (or list of them) as JSON."""
+    if isinstance(result, list):
+        return [_jsonable(item) for item in result]
+    if hasattr(result, "model_dump"):
+        return result.model_dump(mode="json", by_alias=True)
+    return result
+
+
+def _result(results: list[dict], images: list[Grab], size: tuple[int, int] | None,
+            error: ToolError | None) -> CallToolResult:
+    """The one place results are built: structured content, the same object as JSON text, the PNGs."""
+    body: dict[str, Any] = {"results": results}
     if size is not None:
         body["screen"] = {"width": size[0], "height": size[1]}
-    return _result(body, [], is_error=True)
+    pngs = [Image(grab.png) for grab in images]
+    if error is None:
+        return success(body, json.dumps(body, ensure_ascii=False), pngs)
+    body["error"] = error.to_json()
+    return failure(error, text=json.dumps(body, ensure_ascii=False), extra=body, images=pngs)
 
 
-def _result(body: dict, images: list[Grab], *, is_error: bool) -> CallToolResult:
-    """The one place results are built: JSON text first, then the PNGs."""
-    content: list[Any] = [TextContent(type="text", text=json.dumps(body, ensure_ascii=False))]
-    content += [ImageContent(type="image", data=base64.b64encode(g.png).decode(),
-                             mime_type="image/png") for g in images]
-    return CallToolResult(content=content, is_error=is_error)
+async def _run(state: BrowserState, request: DesktopRequest) -> CallToolResult:
+    return await state.desktop.execute(request)
+
+
+async def _failed(state: BrowserState, error: ToolError, arguments: dict[str, Any]) -> CallToolResult:
+    return await state.desktop.refused(error)
+
+
+TOOL: ToolSpec[BrowserState] = ToolSpec(
+    name="desktop_execute",
+    description=_description(),
+    args=DesktopRequest,
+    output=DesktopOutput,
+    run=_run,
+    invalid=lambda exc, raw: describe_invalid(exc, raw).to_tool_error(),
+    failed=_failed,
+    annotations={"read_only_hint": False, "destructive_hint": True, "open_world_hint": False},
+)
 
 
 # -- the operations -------------------------------------------------------------------------
@@ -254,7 +302,7 @@ def _aim(display: DisplayConnection, params: Any, run: _Run) -> tuple[int, int]:
     return params.x, params.y
 
 
-def _click(display: DisplayConnection, params: ClickParams, run: _Run, times: int) -> dict:
+def _click(display: DisplayConnection, params: ClickParams, run: _Run, times: int) -> ClickResult:
     x, y = _aim(display, params, run)
     button = BUTTONS[params.button]
     for n in range(times):
@@ -263,24 +311,24 @@ def _click(display: DisplayConnection, params: ClickParams, run: _Run, times: in
         display.press_button(button)
         display.release_button(button)
     _pause(run.config.mouseDelayMs)
-    return {"button": params.button, "x": x, "y": y}
+    return ClickResult(button=params.button, x=x, y=y)
 
 
-def _scroll(display: DisplayConnection, params: Any, run: _Run, direction: str) -> dict:
+def _scroll(display: DisplayConnection, params: Any, run: _Run, direction: str) -> ScrollResult:
     x, y = _aim(display, params, run)
     button = SCROLL_BUTTONS[direction]
     for n in range(params.amount):
         display.press_button(button)
         display.release_button(button)
     _pause(run.config.mouseDelayMs)
-    return {"direction": direction, "amount": params.amount, "x": x, "y": y}
+    return ScrollResult(direction=direction, amount=params.amount, x=x, y=y)
 
 
 def _keycodes(display: DisplayConnection, names: list[str]) -> list[int]:
     return [display.key_for(KEYS[name])[0] for name in names]
 
 
-def _type_text(display: DisplayConnection, text: str, run: _Run) -> dict:
+def _type_text(display: DisplayConnection, text: str, run: _Run) -> TypedResult:
     shift = display.shift_keycode()
     shift_held = shift in display.held_keys  # held by pressKey: leave it to releaseKey
     for char in text:
@@ -292,7 +340,7 @@ def _type_text(display: DisplayConnection, text: str, run: _Run) -> dict:
         if shifted and not shift_held:
             display.release_key(shift)
         _pause(run.config.keyboardDelayMs)
-    return {"typed": len(text)}
+    return TypedResult(typed=len(text))
 
 
 def _perform(display: DisplayConnection, step: Any, run: _Run) -> Any:
@@ -303,14 +351,14 @@ def _perform(display: DisplayConnection, step: Any, run: _Run) -> Any:
         case "mouse.setPosition":
             display.move_pointer(p.x, p.y)
             _pause(config.mouseDelayMs)
-            return {"x": p.x, "y": p.y}
+            return PointResult(x=p.x, y=p.y)
         case "mouse.move":
             _glide(display, p.x, p.y, config.mouseSpeed)
             _pause(config.mouseDelayMs)
-            return {"x": p.x, "y": p.y}
+            return PointResult(x=p.x, y=p.y)
         case "mouse.getPosition":
             x, y = display.pointer()
-            return {"x": x, "y": y}
+            return PointResult(x=x, y=y)
         case "mouse.click":
             return _click(display, p, run, 1)
         case "mouse.doubleClick":
@@ -318,11 +366,11 @@ def _perform(display: DisplayConnection, step: Any, run: _Run) -> Any:
         case "mouse.pressButton":
             display.press_button(BUTTONS[p.button])
             _pause(config.mouseDelayMs)
-            return {"button": p.button}
+            return ButtonResult(button=p.button)
         case "mouse.releaseButton":
             display.release_button(BUTTONS[p.button])
             _pause(config.mouseDelayMs)
-            return {"button": p.button}
+            return ButtonResult(button=p.button)
         case "mouse.drag":
             if p.from_ is not None:
                 _glide(display, p.from_.x, p.from_.y, config.mouseSpeed)
@@ -335,7 +383,7 @@ def _perform(display: DisplayConnection, step: Any, run: _Run) -> Any:
             _pause(config.mouseDelayMs)
             display.release_button(BUTTONS["LEFT"])
             _pause(config.mouseDelayMs)
-            return {"from": {"x": start[0], "y": start[1]}, "to": {"x": p.to.x, "y": p.to.y}}
+            return DragResult(from_=PointResult(x=start[0], y=start[1]), to=PointResult(x=p.to.x, y=p.to.y))
         case "mouse.scrollUp" | "mouse.scrollDown" | "mouse.scrollLeft" | "mouse.scrollRight":
             return _scroll(display, p, run, step.type.removeprefix("mouse.scroll").lower())
         case "keyboard.type":
@@ -347,17 +395,17 @@ def _perform(display: DisplayConnection, step: Any, run: _Run) -> Any:
             for keycode in reversed(keycodes):
                 display.release_key(keycode)
             _pause(config.keyboardDelayMs)
-            return {"keys": p.keys}
+            return KeysResult(keys=p.keys)
         case "keyboard.pressKey":
             for keycode in _keycodes(display, p.keys):
                 display.press_key(keycode)
             _pause(config.keyboardDelayMs)
-            return {"keys": p.keys}
+            return KeysResult(keys=p.keys)
         case "keyboard.releaseKey":
             for keycode in reversed(_keycodes(display, p.keys)):
                 display.release_key(keycode)
             _pause(config.keyboardDelayMs)
-            return {"keys": p.keys}
+            return KeysResult(keys=p.keys)
         case "screen.width":
             return display.screen_size()[0]
         case "screen.height":
@@ -368,12 +416,12 @@ def _perform(display: DisplayConnection, step: Any, run: _Run) -> Any:
             return run.image(display.grab(p.left, p.top, p.width, p.height))
         case "screen.colorAt":
             r, g, b = display.color_at(p.x, p.y)
-            return {"x": p.x, "y": p.y, "r": r, "g": g, "b": b, "hex": f"#{r:02x}{g:02x}{b:02x}"}
+            return ColorResult(x=p.x, y=p.y, r=r, g=g, b=b, hex=f"#{r:02x}{g:02x}{b:02x}")
         case "getActiveWindow":
             window = display.active_window()
-            return None if window is None else window.to_json()
+            return None if window is None else WindowResult(**window.to_json())
         case "getWindows":
-            return [window.to_json() for window in display.windows()]
+            return [WindowResult(**window.to_json()) for window in display.windows()]
         case "clipboard.setContent":
             display.set_clipboard(p.text)
             return None
@@ -383,19 +431,3 @@ def _perform(display: DisplayConnection, step: Any, run: _Run) -> Any:
             _pause(p.ms)
             return None
     raise AssertionError(f"operation {step.type} has no implementation")
-
-
-def register(server: MCPServer) -> None:
-    """Add `desktop_execute` to the browser server."""
-    controller = DesktopController()
-
-    async def desktop_execute(
-        operations: Annotated[list[Any], WithJsonSchema(operations_schema())],
-        config: Annotated[dict[str, Any] | None, WithJsonSchema(config_schema())] = None,
-    ) -> CallToolResult:
-        # The arguments are checked here, against the same models their schema comes from,
-        # so every problem is reported by step and field before anything runs.
-        return await controller.execute(operations, config)
-
-    server.add_tool(desktop_execute, name="desktop_execute", description=_description(),
-                    structured_output=False)

@@ -385,3 +385,27 @@ def spawn_app(session: SessionInfo, argv: list[str]) -> None:
         raise WindowError(f"cannot start {argv[0]}: {exc}") from exc
     if done.returncode != 0:
         raise WindowError(f"cannot start {argv[0]} (exit status {done.returncode}); is it installed?")
+
+
+def launch_app(session: SessionInfo, manager: WindowManager, app_id: str, args: list[str],
+               timeout: float) -> WindowInfo:
+    """Start an installed app by its id (from `list_apps`) and return its new window once the
+    window manager has mapped it."""
+    apps = {app.id: app for app in list_apps(session)}
+    app = apps.get(app_id)
+    if app is None:
+        close = [a for a in apps if app_id.lower() in a.lower()][:10]
+        raise WindowError(f"no installed app with id {app_id!r}"
+                          + (f"; did you mean {', '.join(close)}?" if close else "; list them with apps.list"))
+    before = {w.id for w in manager.windows()}
+    spawn_app(session, app_argv(app, args))
+
+    def new_window() -> WindowInfo | None:
+        fresh = [w for w in manager.windows() if w.id not in before]
+        return fresh[-1] if fresh else None
+
+    try:
+        return manager.wait(new_window, timeout, f"a window of {app_id}")
+    except WindowError as exc:
+        raise WindowError(f"{app_id} was started but showed no new window within {timeout:g} s "
+                          f"(it may still be starting, or it reused a window: see getWindows)") from exc

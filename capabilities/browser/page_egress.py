@@ -20,31 +20,39 @@ from capabilities.egress import EgressConfigError, EgressPolicy, EgressRefused, 
 from capabilities.session import SessionInfo
 
 from . import page_ops as ops
+from .errors import Refused
 
 RESOLVE_TIMEOUT_S = 10.0
 
 
-async def refuse_egress(operations: list[Any], info: SessionInfo) -> str | None:
-    """Why the request's navigations cannot run (a refused host), or None."""
+async def refuse_egress(operations: list[Any], info: SessionInfo) -> Refused | None:
+    """Why the request's navigations cannot run (a refused host, every one named), or None."""
     navigations = [(n, op.params.url) for n, op in enumerate(operations, start=1) if isinstance(op, ops.Navigate)]
     if not navigations:
         return None
     try:
         policy = EgressPolicy.from_session(info)
     except EgressConfigError as exc:
-        return (f"the session's egress settings are invalid ({exc}), so no page is opened; the operator fixes "
-                f"the egress entry of {info.data_dir}/session.json or starts the session again")
+        return Refused(f"the session's egress settings are invalid ({exc}), so no page is opened; the operator "
+                       f"fixes the egress entry of {info.data_dir}/session.json or starts the session again",
+                       step=navigations[0][0], field="params.url")
     problems = []
+    first: int | None = None
     for number, url in navigations:
         try:
             await check_url(policy, url)
         except EgressRefused as exc:
             problems.append(f"step {number} (navigate): {url} is not opened: {exc}")
+            first = first or number
         except TimeoutError:
             problems.append(
                 f"step {number} (navigate): the host of {url} did not resolve within {RESOLVE_TIMEOUT_S:g} s, "
                 "so it could not be checked against the session's egress policy; check the name and try again")
-    return "; ".join(problems) or None
+            first = first or number
+    if first is None:
+        return None
+    return Refused("; ".join(problems), step=first, field="params.url",
+                   hint="nothing ran; the session's egress policy decides which addresses pages may reach")
 
 
 async def check_url(policy: EgressPolicy, url: str) -> None:

@@ -17,7 +17,9 @@ from playwright.async_api import CDPSession, Page
 from capabilities.session import SessionInfo
 
 from . import page_ops as ops
-from .page_reading import StepProblem, shown, target
+from .errors import BrowserError, NotFound, Refused, TimedOut
+from .page_reading import shown, target
+from .page_results import DownloadResult, UploadResult
 
 DOWNLOAD_TIMEOUT_MS = 45_000
 
@@ -26,14 +28,16 @@ def upload_roots(info: SessionInfo) -> list[Path]:
     return [Path(info.data_dir).resolve(), Path(info.home).resolve()]
 
 
-def refuse_uploads(operations: list[Any], info: SessionInfo) -> str | None:
-    """Why the request's uploads cannot run (a path outside the roots, or no such file), or None."""
+def refuse_uploads(operations: list[Any], info: SessionInfo) -> BrowserError | None:
+    """Why the request's uploads cannot run (`Refused`: a path outside the roots; `NotFound`:
+    no such file), every problem named, or None."""
     roots = upload_roots(info)
     problems = []
+    first: tuple[type[BrowserError], int, str] | None = None
     for number, op in enumerate(operations, start=1):
         if not isinstance(op, ops.Upload):
             continue
-        for raw in op.params.paths:
+        for index, raw in enumerate(op.params.paths):
             path = Path(raw).expanduser()
             resolved = path.resolve()
             if not any(resolved.is_relative_to(root) for root in roots):
@@ -41,15 +45,21 @@ def refuse_uploads(operations: list[Any], info: SessionInfo) -> str | None:
                     f"step {number} (upload): {raw!r} is outside the files a page may receive; "
                     f"use a file under {roots[0]} or {roots[1]}"
                 )
+                first = first or (Refused, number, f"params.paths.{index}")
             elif not resolved.is_file():
                 problems.append(f"step {number} (upload): no file at {raw!r}")
-    return "; ".join(problems) or None
+                first = first or (NotFound, number, f"params.paths.{index}")
+    if first is None:
+        return None
+    kind, step, field = first
+    return kind("; ".join(problems), step=step, field=field,
+                hint="only files in the session's data directory or the desktop user's home can be uploaded")
 
 
-async def upload(page: Page, p: ops.UploadParams) -> dict[str, Any]:
+async def upload(page: Page, p: ops.UploadParams) -> UploadResult:
     files = [str(Path(raw).expanduser().resolve()) for raw in p.paths]
     await page.set_input_files(target(p), files, timeout=ops.CLICK_TIMEOUT_MS)
-    return {"uploaded": [Path(f).name for f in files]}
+    return UploadResult(uploaded=[Path(f).name for f in files])
 
 
 class Downloads:
@@ -96,7 +106,7 @@ class Downloads:
             await self._changed.wait()
         return found
 
-    async def fetch(self, page: Page, p: ops.DownloadParams) -> dict[str, Any]:
+    async def fetch(self, page: Page, p: ops.DownloadParams) -> DownloadResult:
         """Click the element and wait for the download it starts; returns where it was saved."""
         async with self._lock:
             self._begun.clear()
@@ -106,13 +116,13 @@ class Downloads:
                     begun = await self._next(lambda: self._begun[0] if self._begun else None)
                     done = await self._next(lambda: self._finished.pop(begun["guid"], None))
             except TimeoutError:
-                raise StepProblem(
+                raise TimedOut(
                     f"no download finished within {DOWNLOAD_TIMEOUT_MS // 1000} s of clicking "
                     f"{shown(p)!r}; check that it is a download link (readPage shows its href)"
                 ) from None
         if done["state"] != "completed":
-            raise StepProblem(f"the download of {begun['url']} was canceled")
+            raise BrowserError(f"the download of {begun['url']} was canceled")
         # Chromium picks the final name ("report (1).txt" when "report.txt" exists).
         path = Path(done.get("filePath") or self.folder / (begun.get("suggestedFilename") or "download"))
-        return {"path": str(path), "size": path.stat().st_size,
-                "suggested_name": begun.get("suggestedFilename", ""), "url": begun["url"]}
+        return DownloadResult(path=str(path), size=path.stat().st_size,
+                              suggested_name=begun.get("suggestedFilename", ""), url=begun["url"])

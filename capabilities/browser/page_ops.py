@@ -1,17 +1,19 @@
 """The operations of `browser_execute`, as types.
 
 One pydantic model per operation, keyed by its `type`; the same types validate a request
-and generate the JSON schema the model sees, so the two cannot drift. A request is
-validated whole before any step runs: `parse_request` either returns a `BrowserRequest`
-or raises `RequestRefused` whose message names every bad step (numbered from 1) and field.
+(`BrowserRequest`, validated whole by the contract's registry before any step runs) and
+generate the JSON schema the model sees, so the two cannot drift. `describe_invalid` words a
+failed validation naming every bad step (numbered from 1) and field. What each operation
+returns is typed in `page_results`.
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import InvalidRequest
 
 # Limits from the spec.
 NAVIGATE_TIMEOUT_MS = 45_000
@@ -23,10 +25,6 @@ VIEWPORT_MAX = (3840, 2160)
 # Not in the spec: a bound so one `type` step cannot hold a tab for minutes.
 TYPE_DELAY_MAX_MS = 1_000
 DEFAULT_TAB = "default"
-
-
-class RequestRefused(ValueError):
-    """The request is malformed; nothing ran. The message names the step and the field."""
 
 
 class _Params(BaseModel):
@@ -508,57 +506,33 @@ class BrowserRequest(BaseModel):
     close: Annotated[bool, Field(strict=True, description="Close the tab afterwards")] = False
 
 
-_OPERATIONS = TypeAdapter(list[Operation])
+def describe_invalid(exc: ValidationError, raw: dict[str, Any]) -> InvalidRequest:
+    """A failed validation of a whole request: every bad step (numbered from 1) and field in
+    the message; `step` and `field` (inside the step) are the first problem's."""
+    message, step, field = _describe(exc, raw)
+    return InvalidRequest(message, step=step, field=field,
+                          hint="fix the steps named and call again; nothing ran")
 
 
-def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
-    """The schema with every `$ref` into `$defs` replaced by its definition (the models are not
-    recursive), so it can be nested inside the tool's argument schema."""
-    defs = schema.get("$defs", {})
-
-    def resolve(node: Any) -> Any:
-        if isinstance(node, dict):
-            if "$ref" in node:
-                target = copy.deepcopy(defs[node["$ref"].rsplit("/", 1)[-1]])
-                return resolve({**target, **{k: v for k, v in node.items() if k != "$ref"}})
-            # "discriminator" is an OpenAPI hint whose mapping points into $defs; oneOf with
-            # a const `type` says the same in plain JSON Schema.
-            return {k: resolve(v) for k, v in node.items() if k not in ("$defs", "discriminator")}
-        if isinstance(node, list):
-            return [resolve(v) for v in node]
-        return node
-
-    return resolve(schema)
-
-
-def field_schemas() -> dict[str, dict[str, Any]]:
-    """JSON schemas of the request's fields, generated from `BrowserRequest`, refs inlined."""
-    schema = _inline_refs(BrowserRequest.model_json_schema())
-    return schema["properties"]
-
-
-def parse_request(raw: dict[str, Any]) -> BrowserRequest:
-    """Validate a whole request. Raises `RequestRefused` naming every bad step and field."""
-    try:
-        return BrowserRequest.model_validate(raw)
-    except ValidationError as exc:
-        raise RequestRefused(_describe(exc, raw)) from exc
-
-
-def _describe(exc: ValidationError, raw: dict[str, Any]) -> str:
+def _describe(exc: ValidationError, raw: dict[str, Any]) -> tuple[str, int | None, str | None]:
     ops = raw.get("operations") if isinstance(raw, dict) else None
     problems: list[str] = []
+    first: tuple[int | None, str | None] | None = None
     for err in exc.errors():
         loc = list(err["loc"])
         if loc and loc[0] == "operations" and len(loc) >= 2 and isinstance(loc[1], int):
             index = loc[1]
             step = ops[index] if isinstance(ops, list) and index < len(ops) else None
-            problems.append(_describe_step(index, step, err, loc[2:]))
+            sentence, field = _describe_step(index, step, err, loc[2:])
+            problems.append(sentence)
+            first = first or (index + 1, field)
         else:
             problems.append(_describe_top(err, loc))
+            first = first or (None, ".".join(str(p) for p in loc) or None)
     # pydantic may report one mistake twice (e.g. a union); keep each once, in order.
     unique = list(dict.fromkeys(problems))
-    return "; ".join(unique)
+    step, field = first or (None, None)
+    return "; ".join(unique), step, field
 
 
 def _describe_top(err: dict, loc: list) -> str:
@@ -573,29 +547,31 @@ def _describe_top(err: dict, loc: list) -> str:
     return f"{name}: {_msg(err)}"
 
 
-def _describe_step(index: int, step: Any, err: dict, rest: list) -> str:
+def _describe_step(index: int, step: Any, err: dict, rest: list) -> tuple[str, str | None]:
+    """One problem of one step: (the sentence, the field inside the step)."""
     kind = err["type"]
     op_type = step.get("type") if isinstance(step, dict) else None
     label = f"step {index + 1}" + (f" ({op_type})" if isinstance(op_type, str) and op_type in OPERATION_TYPES else "")
     if kind == "union_tag_invalid":
-        return f"{label}: unknown operation type {op_type!r}; use one of {', '.join(OPERATION_TYPES)}"
+        return f"{label}: unknown operation type {op_type!r}; use one of {', '.join(OPERATION_TYPES)}", "type"
     if kind == "union_tag_not_found":
-        return f"{label}: missing field 'type'; use one of {', '.join(OPERATION_TYPES)}"
+        return f"{label}: missing field 'type'; use one of {', '.join(OPERATION_TYPES)}", "type"
     if kind in ("model_attributes_type", "model_type", "dict_type") and not rest:
-        return f"{label}: a step must be an object {{type, params}}, got {type(step).__name__}"
+        return f"{label}: a step must be an object {{type, params}}, got {type(step).__name__}", None
     # rest starts with the union tag (the operation type) when the step got that far.
     if rest and rest[0] == op_type:
         rest = rest[1:]
-    field = ".".join(str(p) for p in rest)
+    field = ".".join(str(p) if p != "from_" else "from" for p in rest)
     cls = OPERATION_TYPES.get(op_type) if isinstance(op_type, str) else None
     if kind == "extra_forbidden":
         if len(rest) == 1:
-            return f"{label}: unknown field {field!r}; a step has only type and params (put {field!r} inside params)"
+            return (f"{label}: unknown field {field!r}; a step has only type and params "
+                    f"(put {field!r} inside params)"), field
         allowed = ", ".join(cls.model_fields["params"].annotation.model_fields) if cls else ""
-        return f"{label}: unknown field {field!r}; {op_type} takes params: {allowed or 'none'}"
+        return f"{label}: unknown field {field!r}; {op_type} takes params: {allowed or 'none'}", field
     if kind == "missing":
-        return f"{label}: missing field {field!r}"
-    return f"{label}: field {field or 'params'!r}: {_msg(err)}"
+        return f"{label}: missing field {field!r}", field
+    return f"{label}: field {field or 'params'!r}: {_msg(err)}", field or "params"
 
 
 def _msg(err: dict) -> str:

@@ -15,7 +15,9 @@ from PIL import Image as PILImage
 from playwright.async_api import Page
 
 from . import page_ops as ops
-from .page_reading import StepProblem, shown, target
+from .errors import BrowserError
+from .page_reading import shown, target
+from .page_results import RESULTS, DragResult, HoldKeyResult, KeyResult, PagePoint, ScrolledToResult, ScrollResult
 
 # Friendly key names a model tends to write, as Playwright spells them.
 _KEY_NAMES = {
@@ -42,15 +44,16 @@ async def _point(page: Page, place: ops.PointSpec) -> tuple[float, float]:
     await locator.scroll_into_view_if_needed(timeout=ops.CLICK_TIMEOUT_MS)
     box = await locator.bounding_box(timeout=ops.CLICK_TIMEOUT_MS)
     if box is None:
-        raise StepProblem(f"{shown(place)} has no box on the page (hidden?); wait for it or use another element")
+        raise BrowserError(f"{shown(place)} has no box on the page (hidden?); wait for it or use another element")
     return box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
 
 
-async def pointer(page: Page, kind: str, p: ops.PointerParams) -> dict[str, Any]:
+async def pointer(page: Page, kind: str, p: ops.PointerParams) -> Any:
     """hover / doubleClick / tripleClick / rightClick / middleClick."""
     button = {"rightClick": "right", "middleClick": "middle"}.get(kind, "left")
     count = {"doubleClick": 2, "tripleClick": 3}.get(kind, 1)
-    where = shown(p) if p.x is None else {"x": p.x, "y": p.y}
+    where = shown(p) if p.x is None else PagePoint(x=p.x, y=p.y)
+    done = RESULTS[kind]
     if p.x is None:
         selector = target(p)
         if kind == "hover":
@@ -58,7 +61,7 @@ async def pointer(page: Page, kind: str, p: ops.PointerParams) -> dict[str, Any]
         else:
             await page.click(selector, button=button, click_count=count, modifiers=p.modifiers,
                              timeout=ops.CLICK_TIMEOUT_MS)
-        return {kind: where}
+        return done(**{kind: where})
     if p.modifiers:
         await focus_document(page)
     for key in p.modifiers:
@@ -71,10 +74,10 @@ async def pointer(page: Page, kind: str, p: ops.PointerParams) -> dict[str, Any]
     finally:
         for key in reversed(p.modifiers):
             await page.keyboard.up(key)
-    return {kind: where}
+    return done(**{kind: where})
 
 
-async def drag(page: Page, p: ops.DragParams) -> dict[str, Any]:
+async def drag(page: Page, p: ops.DragParams) -> DragResult:
     x0, y0 = await _point(page, p.from_)
     x1, y1 = await _point(page, p.to)
     await page.mouse.move(x0, y0)
@@ -83,10 +86,10 @@ async def drag(page: Page, p: ops.DragParams) -> dict[str, Any]:
         await page.mouse.move(x1, y1, steps=10)
     finally:
         await page.mouse.up()
-    return {"from": {"x": round(x0), "y": round(y0)}, "to": {"x": round(x1), "y": round(y1)}}
+    return DragResult(from_=PagePoint(x=round(x0), y=round(y0)), to=PagePoint(x=round(x1), y=round(y1)))
 
 
-async def scroll(page: Page, p: ops.ScrollParams) -> dict[str, Any]:
+async def scroll(page: Page, p: ops.ScrollParams) -> ScrollResult:
     if p.selector is not None or p.ref is not None or p.x is not None:
         x, y = await _point(page, ops.PointSpec(selector=p.selector, ref=p.ref, x=p.x, y=p.y))
     else:
@@ -97,14 +100,14 @@ async def scroll(page: Page, p: ops.ScrollParams) -> dict[str, Any]:
     dx, dy = {"up": (0, -step), "down": (0, step), "left": (-step, 0), "right": (step, 0)}[p.direction]
     await page.mouse.wheel(dx, dy)
     # The wheel scrolls asynchronously; report where the page is once it settled a frame.
-    return await page.evaluate(
+    return ScrollResult(**await page.evaluate(
         "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r({scrollX, scrollY}))))"
-    )
+    ))
 
 
-async def scroll_to(page: Page, p: ops.ClickParams) -> dict[str, Any]:
+async def scroll_to(page: Page, p: ops.ClickParams) -> ScrolledToResult:
     await page.locator(target(p)).first.scroll_into_view_if_needed(timeout=ops.CLICK_TIMEOUT_MS)
-    return {"visible": shown(p)}
+    return ScrolledToResult(visible=shown(p))
 
 
 async def focus_document(page: Page) -> None:
@@ -116,16 +119,16 @@ async def focus_document(page: Page) -> None:
     await page.evaluate("window.focus()")
 
 
-async def key(page: Page, p: ops.KeyParams) -> dict[str, Any]:
+async def key(page: Page, p: ops.KeyParams) -> KeyResult:
     pressed = [chord(part) for part in p.text.split()]
     await focus_document(page)
     for _ in range(p.repeat):
         for keys in pressed:
             await page.keyboard.press(keys)
-    return {"pressed": pressed, "repeat": p.repeat}
+    return KeyResult(pressed=pressed, repeat=p.repeat)
 
 
-async def hold_key(page: Page, p: ops.HoldKeyParams) -> dict[str, Any]:
+async def hold_key(page: Page, p: ops.HoldKeyParams) -> HoldKeyResult:
     keys = chord(p.text).split("+")
     held: list[str] = []
     await focus_document(page)
@@ -137,7 +140,7 @@ async def hold_key(page: Page, p: ops.HoldKeyParams) -> dict[str, Any]:
     finally:
         for name in reversed(held):
             await page.keyboard.up(name)
-    return {"held": "+".join(keys), "ms": p.duration}
+    return HoldKeyResult(held="+".join(keys), ms=p.duration)
 
 
 def enlarge(png: bytes, width: int) -> bytes:

@@ -1,15 +1,22 @@
-"""The one result builder of `browser_execute`: a text block (a summary line, then the steps'
-results as JSON) followed by the PNG images the steps point at. `isError` is set here only."""
+"""The one result builder of `browser_execute`: structured content by the tool's output schema
+(`page_results.BrowserOutput`, or the contract's error object plus the steps that ran), the text
+the spec prescribes (a summary line, then the same object as JSON), then the PNG images the
+steps point at. Built with the contract's `success` / `failure`, so `isError` is decided there.
+"""
 
 from __future__ import annotations
 
-import base64
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp.types import CallToolResult, ImageContent, TextContent
+from mcp_types import CallToolResult
 
+from capabilities.contract import Image as ImageBlock
+from capabilities.contract import ToolError, failure, success
+
+from .errors import BrowserError
+from .page_results import ImageRef, dump
 from .page_steps import Image
 
 
@@ -20,17 +27,18 @@ class StepReport:
     step: int  # numbered from 1, as in the messages
     operation: str
     result: Any = None
-    error: str | None = None
-    screenshot: dict[str, int] | None = None
+    error: BrowserError | None = None
+    screenshot: ImageRef | None = None
     dialogs: list[dict[str, Any]] = field(default_factory=list)  # page dialogs the step raised
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"step": self.step, "operation": self.operation, "success": self.error is None}
         if self.error is None:
-            out["result"] = self.result
+            out["result"] = dump(self.result)
         else:
-            out["error"] = self.error
-            out["screenshot"] = self.screenshot
+            out["error"] = self.error.message
+            if self.screenshot is not None:
+                out["screenshot"] = dump(self.screenshot)
         if self.dialogs:
             out["dialogs"] = self.dialogs
         return out
@@ -38,14 +46,14 @@ class StepReport:
 
 @dataclass(frozen=True, kw_only=True)
 class BatchReport:
-    """Everything one `browser_execute` call has to say."""
+    """Everything one `browser_execute` call has to say. `error` is why the call failed: a
+    step's failure (its `step` set), or what stopped the batch before or between steps."""
 
     tab: str
     total: int
     steps: list[StepReport] = field(default_factory=list)
     url: str | None = None
-    refused: str | None = None  # the request was invalid: nothing ran
-    unavailable: str | None = None  # the tab could not be opened: nothing ran
+    error: ToolError | None = None
     closed: bool = False
     images: list[Image] = field(default_factory=list)
 
@@ -55,35 +63,33 @@ class BatchReport:
 
     @property
     def is_error(self) -> bool:
-        return self.refused is not None or self.unavailable is not None or self.failed is not None
+        return self.error is not None
 
     def summary(self) -> str:
         where = f'tab "{self.tab}"' + (f", url {self.url}" if self.url else "")
-        if self.refused is not None:
-            return f"refused, nothing ran ({where}): {self.refused}"
-        if self.unavailable is not None:
-            return f"nothing ran ({where}): {self.unavailable}"
-        failed = self.failed
         closed = "; tab closed" if self.closed else ""
-        if failed is None:
+        failed = self.failed
+        if self.error is None:
             return f"ok: {len(self.steps)} of {self.total} steps succeeded ({where}){closed}"
-        return (
-            f"failed at step {failed.step} of {self.total} ({failed.operation}) after "
-            f"{failed.step - 1} succeeded ({where}){closed}: {failed.error}"
-        )
+        why = self.error.message + (f" ({self.error.hint})" if self.error.hint else "")
+        if failed is not None:
+            return (f"failed at step {failed.step} of {self.total} ({failed.operation}) after "
+                    f"{failed.step - 1} succeeded ({where}){closed}: {why}")
+        if not self.steps and self.error.kind in ("invalid_arguments", "refused"):
+            return f"refused, nothing ran ({where}): {why}"
+        if not self.steps:
+            return f"nothing ran ({where}): {why}"
+        return f"stopped after {len(self.steps)} of {self.total} steps ({where}): {why}"
 
 
 def build_result(report: BatchReport) -> CallToolResult:
-    """The tool result for a report: text first, then the images in image_index order."""
+    """The tool result for a report: structured content, the text, then the images in
+    image_index order."""
     body: dict[str, Any] = {"tab": report.tab, "url": report.url, "results": [s.to_json() for s in report.steps]}
-    if report.refused is not None or report.unavailable is not None:
-        body["error"] = report.refused or report.unavailable
-    summary = " ".join(report.summary().split())  # one line whatever the reasons contain
-    content: list[TextContent | ImageContent] = [
-        TextContent(type="text", text=summary + "\n" + json.dumps(body, ensure_ascii=False))
-    ]
-    for image in report.images:
-        content.append(
-            ImageContent(type="image", data=base64.b64encode(image.png).decode("ascii"), mime_type="image/png")
-        )
-    return CallToolResult(content=content, is_error=report.is_error)
+    summary = " ".join(report.summary().split())  # one line whatever the messages contain
+    images = [ImageBlock(image.png) for image in report.images]
+    if report.error is None:
+        return success(body, summary + "\n" + json.dumps(body, ensure_ascii=False), images)
+    body["error"] = report.error.to_json()
+    return failure(report.error, text=summary + "\n" + json.dumps(body, ensure_ascii=False), extra=body,
+                   images=images)

@@ -1,8 +1,9 @@
 """Running `browser_execute` operations on a page, one Playwright call per step.
 
-`run_step` returns the step's result (JSON-ready) or raises `StepFailed`, whose reason is
-Playwright's error put into words a model can act on (`explain`). Screenshots are
-collected into the call's `Images` and the step's result points at them.
+`run_step` returns the step's result (a `page_results` model, or the JSON value of an
+`evaluate`) or raises a `BrowserError` of the kind that fits, Playwright's error put into words
+a model can act on (`explain`) and kept as `__cause__`. Screenshots are collected into the
+call's `Images` and the step's result points at them.
 """
 
 from __future__ import annotations
@@ -24,18 +25,12 @@ from . import page_files as files
 from . import page_ops as ops
 from . import page_pointer as pointer
 from . import page_reading as reading
+from . import page_results as results
+from .errors import BrowserError, NotFound, TimedOut, Unavailable
 from .page_events import DialogAnswer, TabEvents
-from .page_reading import StepProblem, shown, target
+from .page_reading import shown, target
 
 FAILURE_SHOT_TIMEOUT_MS = 5_000
-
-
-class StepFailed(Exception):
-    """A step did not succeed; `reason` says why and what to do next."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,11 +46,11 @@ class Images:
 
     items: list[Image] = field(default_factory=list)
 
-    def add(self, png: bytes) -> dict[str, int]:
+    def add(self, png: bytes) -> results.ImageRef:
         """Keep a PNG; returns the step result that points at it."""
         width, height = png_size(png)
         self.items.append(Image(png=png, width=width, height=height))
-        return {"image_index": len(self.items) - 1, "width": width, "height": height}
+        return results.ImageRef(image_index=len(self.items) - 1, width=width, height=height)
 
 
 class Shooter(Protocol):
@@ -85,19 +80,17 @@ class StepContext:
 
 
 async def run_step(ctx: StepContext, op: Any) -> Any:
-    """Run one validated operation; returns its result or raises `StepFailed`."""
+    """Run one validated operation; returns its result or raises a `BrowserError`."""
     page = ctx.page
     try:
         await reading.check_ref(page, op.params)
         return await _dispatch(ctx, op)
-    except StepProblem as exc:
-        raise StepFailed(str(exc)) from exc
     except PlaywrightTimeout as exc:
         selector = target(op.params)
         present = await _matches(page, selector) if selector else None
-        raise StepFailed(explain(op, exc, present=present)) from exc
+        raise explain(op, exc, present=present) from exc
     except PlaywrightError as exc:
-        raise StepFailed(explain(op, exc)) from exc
+        raise explain(op, exc) from exc
 
 
 async def _matches(page: Page, selector: str) -> bool | None:
@@ -114,40 +107,41 @@ async def _dispatch(ctx: StepContext, op: Any) -> Any:
     match op:
         case ops.Navigate():
             response = await page.goto(p.url, wait_until=p.waitUntil, timeout=ops.NAVIGATE_TIMEOUT_MS)
-            return {"url": page.url, "status": response.status if response is not None else None}
+            return results.NavigateResult(url=page.url, title=await page.title(),
+                                          status=response.status if response is not None else None)
         case ops.Wait():
             if p.selector is None and p.ref is None:
                 await anyio.sleep(p.ms / 1000)
-                return {"waited_ms": p.ms}
+                return results.SleptResult(waited_ms=p.ms)
             timeout = p.ms if p.ms is not None else ops.WAIT_DEFAULT_MS
             await page.wait_for_selector(target(p), state="visible", timeout=timeout)
-            return {"selector": shown(p), "visible": True}
+            return results.VisibleResult(selector=shown(p), visible=True)
         case ops.Click():
             await page.click(target(p), timeout=ops.CLICK_TIMEOUT_MS)
-            return {"clicked": shown(p)}
+            return results.ClickResult(clicked=shown(p))
         case ops.Type():
             await page.click(target(p), timeout=ops.CLICK_TIMEOUT_MS)
             await page.keyboard.type(p.text, delay=p.delay)
-            return {"typed": len(p.text), "selector": shown(p)}
+            return results.TypeResult(typed=len(p.text), selector=shown(p))
         case ops.Press():
             await pointer.focus_document(page)
             await page.keyboard.press(p.key)
-            return {"pressed": p.key}
+            return results.PressResult(pressed=p.key)
         case ops.Select():
             selected = await page.select_option(target(p), p.values, timeout=ops.CLICK_TIMEOUT_MS)
-            return {"selected": selected}
+            return results.SelectResult(selected=selected)
         case ops.Evaluate():
             return _jsonable(await page.evaluate(p.script))
         case ops.Screenshot():
             return ctx.images.add(await ctx.shoot(full_page=p.fullPage))
         case ops.Url():
-            return {"url": page.url, "title": await page.title()}
+            return results.UrlResult(url=page.url, title=await page.title())
         case ops.SetViewport():
             await page.set_viewport_size({"width": p.width, "height": p.height})
-            return {"width": p.width, "height": p.height}
+            return results.ViewportResult(width=p.width, height=p.height)
         case ops.SetContent():
             await page.set_content(p.html, timeout=ops.NAVIGATE_TIMEOUT_MS)
-            return {"url": page.url}
+            return results.ContentResult(url=page.url)
         case ops.ReadPage():
             return await reading.read_page(page, p)
         case ops.Find():
@@ -157,12 +151,12 @@ async def _dispatch(ctx: StepContext, op: Any) -> Any:
         case ops.FormInput():
             return await reading.form_input(page, p)
         case ops.Tabs():
-            return {"tabs": await ctx.list_tabs()}
+            return results.TabsResult(tabs=[results.TabInfo(**tab) for tab in await ctx.list_tabs()])
         case ops.Console():
-            return ctx.events.take("console")
+            return results.ConsoleResult(**ctx.events.take("console"))
         case ops.Network():
             await ctx.events.settle()
-            return ctx.events.take("network")
+            return results.NetworkResult(**ctx.events.take("network"))
         case ops.Hover() | ops.DoubleClick() | ops.TripleClick() | ops.RightClick() | ops.MiddleClick():
             return await pointer.pointer(page, op.type, p)
         case ops.Drag():
@@ -178,18 +172,19 @@ async def _dispatch(ctx: StepContext, op: Any) -> Any:
         case ops.Zoom():
             region = {"x": p.x0, "y": p.y0, "width": p.x1 - p.x0, "height": p.y1 - p.y0}
             png = await ctx.shoot(clip=region)
-            return {**ctx.images.add(pointer.enlarge(png, region["width"])), "region": region}
+            shot = ctx.images.add(pointer.enlarge(png, region["width"]))
+            return results.ZoomResult(**dict(shot), region=results.Region(**region))
         case ops.Upload():
             return await files.upload(page, p)
         case ops.Download():
             return await (await ctx.downloads()).fetch(page, p)
         case ops.DialogOp():
             ctx.events.next_dialog = DialogAnswer(accept=p.action == "accept", prompt_text=p.promptText)
-            return {"next_dialog": p.action}
+            return results.DialogResult(next_dialog=p.action)
     raise AssertionError(f"no handler for {op.type}")  # page_ops and this match go together
 
 
-async def failure_screenshot(ctx: StepContext) -> dict[str, int] | None:
+async def failure_screenshot(ctx: StepContext) -> results.ImageRef | None:
     """A screenshot of the moment a step failed, or None when the page cannot give one."""
     if ctx.page.is_closed():
         return None
@@ -220,8 +215,9 @@ _CLOSED = ("Target page, context or browser has been closed", "Target closed", "
            "has been closed", "Session closed")
 
 
-def explain(op: Any, exc: PlaywrightError, *, present: bool | None = None) -> str:
-    """Playwright's error for `op` as a reason that says what went wrong and what to try.
+def explain(op: Any, exc: PlaywrightError, *, present: bool | None = None) -> BrowserError:
+    """Playwright's error for `op` as the error that says what went wrong and what to try, of the
+    kind that fits (raise it `from exc`).
 
     `present`: after a timeout, whether an element matched the step's selector (None: unknown,
     judged from Playwright's call log)."""
@@ -231,63 +227,74 @@ def explain(op: Any, exc: PlaywrightError, *, present: bool | None = None) -> st
     log = message.split("\nCall log:", 1)[1] if "\nCall log:" in message else ""
     p = op.params
     if any(marker in message for marker in _CLOSED):
-        return ("the tab was closed or Chromium exited during this step; call browser_execute again "
-                "and the tab reopens at its last URL")
+        return Unavailable("the tab was closed or Chromium exited during this step",
+                           hint="call browser_execute again: the tab reopens at its last URL")
     selector = shown(p)
+    target_field = "params.ref" if getattr(p, "ref", None) else "params.selector"
     if selector and ("while parsing" in head or "Unknown engine" in head or "is not a valid selector" in head):
-        return f"{selector!r} is not a valid selector ({head}); use CSS, text=..., role=... or xpath=..."
+        return BrowserError(f"{selector!r} is not a valid selector ({head}); use CSS, text=..., role=... or xpath=...",
+                            field=target_field)
     if isinstance(exc, PlaywrightTimeout):
         return _explain_timeout(op, log, "resolved to" in log if present is None else present)
     match op:
         case ops.Navigate():
             if "invalid URL" in head:
-                return f"cannot navigate to {p.url!r}: it is not a valid URL; give an absolute URL such as https://example.com/"
+                return BrowserError(f"cannot navigate to {p.url!r}: it is not a valid URL; give an absolute URL "
+                                    "such as https://example.com/", field="params.url")
             net = re.search(r"net::(ERR_[A-Z_]+)", head)
             if net:
-                return (f"could not load {p.url}: {net.group(1)}; check the URL and that the site is up "
-                        "(the page may still show the previous content)")
-            return f"could not load {p.url}: {head}"
+                return BrowserError(f"could not load {p.url}: {net.group(1)}; check the URL and that the site is up "
+                                    "(the page may still show the previous content)", field="params.url")
+            return BrowserError(f"could not load {p.url}: {head}", field="params.url")
         case ops.Evaluate():
             thrown = head.splitlines()[0] if head else "an error"
-            return f"the script threw {thrown}; fix the script (it runs in the page as an expression or a function)"
+            return BrowserError(f"the script threw {thrown}; fix the script (it runs in the page as an expression "
+                                "or a function)", field="params.script")
         case ops.Press() if "Unknown key" in head:
-            return (f"unknown key {p.key!r}; use Playwright key names such as Enter, Tab, Escape, "
-                    "ArrowDown, Backspace, a, Control+A, Shift+Tab")
+            return BrowserError(f"unknown key {p.key!r}; use Playwright key names such as Enter, Tab, Escape, "
+                                "ArrowDown, Backspace, a, Control+A, Shift+Tab", field="params.key")
         case ops.Select() if "not a <select>" in head or "Element is not a <select>" in head:
-            return f"the element matching {selector!r} is not a <select>; point the selector at the <select> itself"
-    return head or "Playwright failed without a message"
+            return BrowserError(f"the element matching {selector!r} is not a <select>; point the selector at the "
+                                "<select> itself", field=target_field)
+    return BrowserError(head or "Playwright failed without a message")
 
 
-def _explain_timeout(op: Any, log: str, present: bool) -> str:
+def _explain_timeout(op: Any, log: str, present: bool) -> BrowserError:
     p = op.params
     selector = shown(p)
+    target_field = "params.ref" if getattr(p, "ref", None) else "params.selector"
     if isinstance(op, ops.Navigate):
-        return (f"{p.url} did not reach {p.waitUntil!r} within {ops.NAVIGATE_TIMEOUT_MS // 1000} s; "
-                "try waitUntil 'commit' or 'domcontentloaded', then wait for an element")
+        return TimedOut(f"{p.url} did not reach {p.waitUntil!r} within {ops.NAVIGATE_TIMEOUT_MS // 1000} s",
+                        field="params.waitUntil",
+                        hint="try waitUntil 'commit' or 'domcontentloaded', then wait for an element")
     if isinstance(op, ops.SetContent):
-        return f"the content did not finish loading within {ops.NAVIGATE_TIMEOUT_MS // 1000} s (a resource it loads may hang)"
+        return TimedOut(f"the content did not finish loading within {ops.NAVIGATE_TIMEOUT_MS // 1000} s "
+                        "(a resource it loads may hang)", field="params.html")
     if isinstance(op, ops.Wait):
         seconds = _seconds(p.ms if p.ms is not None else ops.WAIT_DEFAULT_MS)
         if present:
-            return (f"an element matches {selector!r} but it did not become visible within {seconds}; "
-                    "check whether it is hidden, or wait for what reveals it")
-        return f"no element matches {selector!r} within {seconds}; check the selector or wait for the page"
+            return TimedOut(f"an element matches {selector!r} but it did not become visible within {seconds}; "
+                            "check whether it is hidden, or wait for what reveals it", field=target_field)
+        return NotFound(f"no element matches {selector!r} within {seconds}; check the selector or wait for the page",
+                        field=target_field)
     if selector is None:
-        return f"the step did not finish in time ({_last_line(log) or 'timeout'})"
+        return TimedOut(f"the step did not finish in time ({_last_line(log) or 'timeout'})")
     seconds = _seconds(ops.CLICK_TIMEOUT_MS)
     if not present:
-        return f"no element matches {selector!r} within {seconds}; check the selector or wait for the page"
+        return NotFound(f"no element matches {selector!r} within {seconds}; check the selector or wait for the page",
+                        field=target_field)
     if "did not find some options" in log:
         values = getattr(p, "values", None)
         if values is None:
             value = getattr(p, "value", None)
             values = value if isinstance(value, list) else [value]
-        return (f"the <select> matching {selector!r} has no option with value or label "
-                f"{', '.join(map(repr, values))}; read its options with readPage or evaluate first")
+        return NotFound(f"the <select> matching {selector!r} has no option with value or label "
+                        f"{', '.join(map(repr, values))}; read its options with readPage or evaluate first",
+                        field="params.values" if hasattr(p, "values") else "params.value")
     why = _last_reason(log)
-    return (f"an element matches {selector!r} but it could not be used within {seconds}"
-            + (f" ({why})" if why else "")
-            + "; scroll to it, wait for it to be enabled, or close what covers it")
+    return TimedOut(f"an element matches {selector!r} but it could not be used within {seconds}"
+                    + (f" ({why})" if why else "")
+                    + "; scroll to it, wait for it to be enabled, or close what covers it", field=target_field)
 
 
 def _seconds(ms: int) -> str:

@@ -1,26 +1,32 @@
 """The `browser_execute` tool: a batch of operations in one named tab of the desktop's Chromium.
 
-The request is validated whole (`page_ops`) before the tab is touched; steps run in order
-(`page_steps`) and stop at the first failure, with a screenshot of that moment; one builder
-(`page_result`) turns what happened into the tool result. The connection and the named tabs
-live in one `TabRegistry` per server.
+The request is validated whole (`page_ops.BrowserRequest`, through the contract's registry)
+before the tab is touched; steps run in order (`page_steps`) and stop at the first failure, with
+a screenshot of that moment; one builder (`page_result`) turns what happened into the tool
+result. The connection and the named tabs live in the server state's `TabRegistry`.
 """
 
-from collections.abc import Awaitable, Callable
+from __future__ import annotations
+
 from functools import partial
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult
+from mcp_types import CallToolResult
 from playwright.async_api import Error as PlaywrightError
-from pydantic import WithJsonSchema
 
+from capabilities.contract import ToolError, ToolSpec
+
+from .errors import BrowserError, Unavailable
 from .page_egress import refuse_egress
 from .page_files import refuse_uploads
-from .page_ops import DEFAULT_TAB, BrowserRequest, RequestRefused, field_schemas, parse_request
+from .page_ops import DEFAULT_TAB, BrowserRequest, describe_invalid
 from .page_result import BatchReport, StepReport, build_result
-from .page_steps import Images, StepContext, StepFailed, failure_screenshot, run_step
-from .tabs import BrowserUnavailable, TabRegistry
+from .page_results import BrowserOutput
+from .page_steps import Images, StepContext, failure_screenshot, run_step
+from .tabs import TabRegistry
+
+if TYPE_CHECKING:
+    from .state import BrowserState
 
 DESCRIPTION = """\
 Runs a list of operations in one tab of the desktop's Chromium (a real window people watch).
@@ -64,39 +70,39 @@ Selectors are Playwright's: CSS, text=..., role=button[name="OK"], xpath=...
 tab: name of the tab (default "default"); created on first use, reused by later calls; calls on one tab run one at a time.
 close: close the tab afterwards.
 
-Result: a summary line, then JSON {tab, url, results: [{step, operation, success, result | error, screenshot}]}
-(steps numbered from 1). Screenshots are PNG images after the text; a screenshot's result is
-{image_index, width, height}. Steps stop at the first failure and a screenshot of that moment is attached.
+Result: the text is a summary line followed by the steps' results as JSON {tab, url, results: [{step,
+operation, success, result}]} (steps numbered from 1), the same object as the structured content, where each
+result is typed by its operation. Screenshots are PNG images after the text; a screenshot's result is
+{image_index, width, height}. Steps stop at the first failure, and a screenshot of that moment is attached:
+the call is then an error {error: {kind, message, step, field?, hint?}, tab, url, results}, the failed step's
+entry having success false, error and screenshot. A request that is wrong is refused whole before anything
+runs (kind invalid_arguments, with the step and the field inside it).
 """
 
-_SCHEMAS = field_schemas()
-# The SDK's own argument check is kept loose so that `parse_request` validates the whole
-# request and names the step and field; the schema the model sees is BrowserRequest's.
-OperationsArg = Annotated[Any, WithJsonSchema(_SCHEMAS["operations"])]
-TabArg = Annotated[Any, WithJsonSchema(_SCHEMAS["tab"])]
-CloseArg = Annotated[Any, WithJsonSchema(_SCHEMAS["close"])]
 
 
-def register(server: MCPServer) -> Callable[[], Awaitable[None]]:
-    """Add `browser_execute` to the server, with its own `TabRegistry`; return what to run
-    when the server starts (Playwright's driver, so the first call does not wait for it)."""
-    registry = TabRegistry()
+async def _run(state: BrowserState, request: BrowserRequest) -> CallToolResult:
+    return build_result(await execute(state.tabs, request))
 
-    async def browser_execute(
-        operations: OperationsArg, ctx: Context, tab: TabArg = DEFAULT_TAB, close: CloseArg = False
-    ) -> CallToolResult:
-        # Values as the SDK parsed them (it accepts JSON given as a string), plus any unknown keys.
-        raw = {**_raw_arguments(ctx), "operations": operations, "tab": tab, "close": close}
-        try:
-            request = parse_request(raw)
-        except RequestRefused as exc:
-            name = tab if isinstance(tab, str) and tab else DEFAULT_TAB
-            total = len(operations) if isinstance(operations, list) else 0
-            return build_result(BatchReport(tab=name, total=total, refused=str(exc)))
-        return build_result(await execute(registry, request))
 
-    server.add_tool(browser_execute, name="browser_execute", description=DESCRIPTION)
-    return registry.start_driver
+async def _failed(state: BrowserState, error: ToolError, arguments: dict[str, Any]) -> CallToolResult:
+    """A call refused before it ran (or failed unexpectedly), in the tool's own text."""
+    tab = arguments.get("tab")
+    operations = arguments.get("operations")
+    return build_result(BatchReport(tab=tab if isinstance(tab, str) and tab else DEFAULT_TAB,
+                                    total=len(operations) if isinstance(operations, list) else 0, error=error))
+
+
+TOOL: ToolSpec[BrowserState] = ToolSpec(
+    name="browser_execute",
+    description=DESCRIPTION,
+    args=BrowserRequest,
+    output=BrowserOutput,
+    run=_run,
+    invalid=lambda exc, raw: describe_invalid(exc, raw).to_tool_error(),
+    failed=_failed,
+    annotations={"read_only_hint": False, "destructive_hint": True, "open_world_hint": True},
+)
 
 
 async def execute(registry: TabRegistry, request: BrowserRequest) -> BatchReport:
@@ -105,11 +111,12 @@ async def execute(registry: TabRegistry, request: BrowserRequest) -> BatchReport
     steps: list[StepReport] = []
     url: str | None = None
     closed = False
+    total = len(request.operations)
     try:
         refusal = refuse_uploads(request.operations, registry.session) or await refuse_egress(
             request.operations, registry.session)
         if refusal is not None:
-            return BatchReport(tab=request.tab, total=len(request.operations), refused=refusal)
+            raise refusal
         async with registry.use(request.tab) as tab:
             page = tab.page
             assert page is not None
@@ -118,12 +125,14 @@ async def execute(registry: TabRegistry, request: BrowserRequest) -> BatchReport
                 events=tab.events, downloads=registry.downloads,
             )
             tab.events.take_dialogs()  # raised between calls: nobody to report them to
+            failed: BrowserError | None = None
             for number, op in enumerate(request.operations, start=1):
                 try:
                     result = await run_step(ctx, op)
-                except StepFailed as exc:
+                except BrowserError as exc:
+                    failed = exc.at_step(number)
                     shot = await failure_screenshot(ctx)
-                    steps.append(StepReport(step=number, operation=op.type, error=exc.reason, screenshot=shot,
+                    steps.append(StepReport(step=number, operation=op.type, error=failed, screenshot=shot,
                                             dialogs=tab.events.take_dialogs()))
                     break
                 steps.append(StepReport(step=number, operation=op.type, result=result,
@@ -132,22 +141,13 @@ async def execute(registry: TabRegistry, request: BrowserRequest) -> BatchReport
             if request.close:
                 await registry.close(tab)
                 closed = True
-    except (BrowserUnavailable, PlaywrightError) as exc:
-        reason = str(exc) if isinstance(exc, BrowserUnavailable) else exc.message
-        return BatchReport(
-            tab=request.tab, total=len(request.operations), steps=steps, url=url,
-            unavailable=f"could not open the tab: {reason}", images=images.items,
-        )
-    return BatchReport(
-        tab=request.tab, total=len(request.operations), steps=steps, url=url, closed=closed, images=images.items
-    )
-
-
-def _raw_arguments(ctx: Context) -> dict[str, Any]:
-    """The call's arguments as sent, so unknown top-level fields can be refused by name."""
-    try:
-        params = ctx.request_context.params
-    except (AttributeError, ValueError, LookupError):  # called without a request (in-process)
-        return {}
-    arguments = params.get("arguments") if params else None
-    return dict(arguments) if isinstance(arguments, dict) else {}
+    except BrowserError as exc:
+        return BatchReport(tab=request.tab, total=total, steps=steps, url=url, error=exc.to_tool_error(),
+                           images=images.items)
+    except PlaywrightError as exc:
+        error = Unavailable(f"could not open the tab: {exc.message}",
+                            hint="call again; if it fails again, check the desktop session (`codedesk desktop status`)")
+        return BatchReport(tab=request.tab, total=total, steps=steps, url=url, error=error.to_tool_error(),
+                           images=images.items)
+    return BatchReport(tab=request.tab, total=total, steps=steps, url=url, closed=closed, images=images.items,
+                       error=failed.to_tool_error() if failed is not None else None)

@@ -1,52 +1,101 @@
 """The `browser` capability server: `browser_execute` (pages of the desktop's Chromium) and
 `desktop_execute` (mouse, keyboard, screen, windows and clipboard of the display).
 
-Each tool family lives in its own module, which exposes `register(server)`; this module
-only combines them. A family may return a warm-up coroutine from `register`: it runs in the
-background when the server starts, so the first call does not pay for it.
+Each tool family module (`page_tool`, `desktop_tool`) exports its `TOOL`; `REGISTRY` (the
+contract's `ToolRegistry`) lists them, validates every call's input with the tool's own model,
+runs it, and answers by the one result contract (`capabilities.contract`). The lifespan owns
+the server's state (`BrowserState`: the tabs and the desktop controller), starts Playwright's
+driver in the background so the first call does not wait for it, and closes the state at
+shutdown.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+import os
+import sys
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+from capabilities.contract import ToolRegistry
 
 from . import desktop_tool, page_tool
+from .state import BrowserState
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("codedesk.browser")
 
-WarmUp = Callable[[], Awaitable[None]]
-
-
-def build_server() -> MCPServer:
-    warm_ups: list[WarmUp] = []
-    server = MCPServer("browser", lifespan=_warming(warm_ups))
-    for family in (page_tool, desktop_tool):
-        warm_up = family.register(server)
-        if warm_up is not None:
-            warm_ups.append(warm_up)
-    return server
+SERVER_NAME = "browser"
+REGISTRY: ToolRegistry[BrowserState] = ToolRegistry(SERVER_NAME, [page_tool.TOOL, desktop_tool.TOOL])
 
 
-def _warming(warm_ups: list[WarmUp]):
-    @asynccontextmanager
-    async def lifespan(server: MCPServer) -> AsyncIterator[None]:
-        async with anyio.create_task_group() as tg:
-            for warm_up in warm_ups:
-                tg.start_soon(_quietly, warm_up)
-            yield
-            tg.cancel_scope.cancel()
-
-    return lifespan
+async def call_tool(state: BrowserState, name: str, arguments: dict | None) -> types.CallToolResult:
+    """Validate, run and answer one tool call (also used directly by in-process callers)."""
+    return await REGISTRY.call(state, name, arguments)
 
 
-async def _quietly(warm_up: WarmUp) -> None:
-    # A warm-up is an optimisation: if it fails, the first call does the work and reports.
+@asynccontextmanager
+async def browser_lifespan(_: Server) -> AsyncIterator[BrowserState]:
+    state = BrowserState()
     try:
-        await warm_up()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_warm_up, state)
+            yield state
+            tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await state.aclose()
+
+
+async def _warm_up(state: BrowserState) -> None:
+    # Playwright's driver takes about a second to start. A warm-up is an optimisation: if it
+    # fails, the first call does the work and reports.
+    try:
+        await state.tabs.start_driver()
     except Exception as exc:
-        log.warning("warm-up %s failed: %r", getattr(warm_up, "__qualname__", warm_up), exc)
+        log.warning("starting Playwright's driver ahead of the first call failed: %r", exc)
+
+
+async def _list_tools(ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=REGISTRY.list_tools())
+
+
+async def _call_tool(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
+    return await REGISTRY.call(ctx.lifespan_context, params.name, params.arguments)
+
+
+def build_server() -> Server:
+    """The browser MCP server (serve it with `main`, or over any transport)."""
+    return Server(
+        SERVER_NAME,
+        instructions=(
+            "Drive the desktop's Chromium (browser_execute: batches of steps in named tabs) and the "
+            "desktop's mouse, keyboard, screen, windows and clipboard (desktop_execute). Every tool "
+            "returns structured content described by its output schema, and the text the spec "
+            "prescribes."
+        ),
+        lifespan=browser_lifespan,
+        on_list_tools=_list_tools,
+        on_call_tool=_call_tool,
+    )
+
+
+async def serve_stdio() -> None:
+    server = build_server()
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def main() -> None:
+    """Serve on stdio until the client closes stdin, then exit at once."""
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    anyio.run(serve_stdio)
+    # The lifespan has disconnected by now; tearing down the interpreter only costs time.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

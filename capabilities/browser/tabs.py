@@ -9,8 +9,8 @@
   with the session's `chromium_command`, as the desktop user, and reopens the named tabs
   at their last URLs before running.
 
-Errors: `BrowserUnavailable` when Chromium cannot be reached or started; its message says
-what to check.
+Errors: `BrowserUnavailable` (an `errors.Unavailable`) when Chromium cannot be reached or
+started; its message says what to check.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from capabilities.egress import EgressConfigError, EgressPolicy, EgressRefused
 from capabilities.session import SessionInfo, SessionNotFound, read_session
 
 from .desktop_env import desktop_env
+from .errors import Unavailable
 from .page_egress import check_url
 from .page_events import TabEvents, watch
 from .page_files import Downloads
@@ -42,7 +43,7 @@ CHROMIUM_START_TIMEOUT_S = 20.0
 RESTORE_TIMEOUT_MS = 45_000
 
 
-class BrowserUnavailable(RuntimeError):
+class BrowserUnavailable(Unavailable):
     """Chromium's DevTools endpoint cannot be reached, and starting Chromium did not help."""
 
 

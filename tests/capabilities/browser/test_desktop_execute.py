@@ -371,7 +371,9 @@ def test_held_keys_and_buttons_are_released_when_a_step_fails(
     results = run.body["results"]
     assert [r["success"] for r in results] == [True, True, True, True, False]  # stopped there
     assert "past the screen" in results[4]["error"]
-    assert "operations[4]" in run.body["error"]
+    assert "operations[4]" in run.body["error"]["message"]
+    assert run.body["error"]["kind"] == "failed" and run.body["error"]["step"] == 5
+    assert run.raw.structured_content == run.body
     assert results[4]["screenshot"]["image_index"] == 0
     assert run.images[0].size == (width - 256, height - 200)
     assert xprobe.keys_down() == []
@@ -386,8 +388,8 @@ def test_untypeable_text_is_refused_with_the_clipboard_route(desktop, xprobe):
         {"type": "keyboard.type", "params": {"text": "Grüße"}},
     ])
     assert run.is_error
-    assert "operations[1]" in run.body["error"] and "'ü'" in run.body["error"]
-    assert "clipboard.setContent" in run.body["error"]
+    assert "operations[1]" in run.body["error"]["message"] and "'ü'" in run.body["error"]["message"]
+    assert "clipboard.setContent" in run.body["error"]["message"]
     assert xprobe.pointer()[:2] == (11, 12)
 
 
@@ -511,7 +513,9 @@ def test_a_bad_step_3_is_refused_before_step_1_moves_the_pointer(desktop, xprobe
     assert run.is_error
     assert run.body["results"] == []
     assert set(run.body["screen"]) == {"width", "height"}
-    assert "operations[2] (step 3, mouse.click): params.x" in run.body["error"]
+    assert "operations[2] (step 3, mouse.click): params.x" in run.body["error"]["message"]
+    assert run.body["error"]["kind"] == "invalid_arguments"
+    assert (run.body["error"]["step"], run.body["error"]["field"]) == (3, "params.x")
     assert xprobe.pointer()[:2] == (17, 19)
 
 
@@ -531,8 +535,8 @@ def test_each_kind_of_bad_step_is_refused_by_name(desktop, step, says):
     coordinates are each refused, naming the step and field."""
     run = desktop([{"type": "mouse.getPosition"}, step])
     assert run.is_error
-    assert "operations[1] (step 2" in run.body["error"]
-    assert says in run.body["error"]
+    assert "operations[1] (step 2" in run.body["error"]["message"]
+    assert says in run.body["error"]["message"]
 
 
 def test_concurrent_calls_take_turns(browser_server):
@@ -553,7 +557,8 @@ def test_concurrent_calls_take_turns(browser_server):
 
 
 def test_description_and_schema_list_every_operation_and_key(browser_server):
-    """The model learns every operation and key name from the tool itself."""
+    """The model learns every operation and key name, and each operation's result type, from
+    the tool itself."""
     tool = next(t for t in browser_server.list_tools() if t.name == "desktop_execute")
     for name in KEYS:
         assert name in tool.description
@@ -562,5 +567,8 @@ def test_description_and_schema_list_every_operation_and_key(browser_server):
     assert {"mouse.drag", "keyboard.type", "screen.grabRegion", "clipboard.setContent",
             "getWindows", "sleep"} <= names
     assert len(names) == 25
+    done = tool.output_schema["anyOf"][0]["properties"]["results"]["items"]["oneOf"]
+    assert {item["properties"]["operation"]["const"] for item in done} == names
+    assert "vision" not in tool.description
     assert set(tool.input_schema["properties"]["config"]["properties"]) == {
         "keyboardDelayMs", "mouseDelayMs", "mouseSpeed"}

@@ -43,10 +43,12 @@ def test_a_refused_call_is_a_result_the_script_can_read(desktop_runtime):
 const r = await mcp.callTool("browser", "desktop_execute", {
   operations: [{ type: "mouse.getPosition" }, { type: "keyboard.pressKey", params: { keys: ["Ctrl"] } }],
 });
-JSON.stringify({ isError: r.isError, error: JSON.parse(r.content[0].text).error });
+JSON.stringify({ isError: r.isError, error: JSON.parse(r.content[0].text).error.message,
+                 kind: r.structuredContent.error.kind, step: r.structuredContent.error.step });
 """)
     assert not outcome.is_error, outcome.text
     seen = json.loads(outcome.text.strip().splitlines()[-1])
     assert seen["isError"] is True
     assert "operations[1] (step 2, keyboard.pressKey)" in seen["error"]
     assert "unknown key 'Ctrl'" in seen["error"]
+    assert (seen["kind"], seen["step"]) == ("invalid_arguments", 2)
