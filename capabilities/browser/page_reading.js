@@ -207,16 +207,45 @@
     return out.filter((s) => s.trim()).join("\n\n");
   }
 
+  // Whether a person sees the element (laid out, not display:none or visibility:hidden).
+  // innerText of an element that is not rendered is its source text, scripts included.
+  function rendered(el) {
+    if (["SCRIPT", "STYLE", "NOSCRIPT", "TEMPLATE"].includes(el.tagName)) return false;
+    if (typeof el.checkVisibility === "function") {
+      return el.checkVisibility({ checkOpacity: false, checkVisibilityCSS: true });
+    }
+    return !!(el.offsetWidth || el.offsetHeight || el.getClientRects().length);
+  }
+
+  // The text a person reads outside `main`, in document order, from the live page.
+  function textAround(main, body) {
+    const parts = [];
+    const walk = (el) => {
+      for (const node of el.childNodes) {
+        if (node.nodeType === Node.TEXT_NODE) {
+          const text = node.textContent.trim();
+          if (text) parts.push(text);
+        } else if (node.nodeType === Node.ELEMENT_NODE && node !== main) {
+          if (node.contains(main)) walk(node);
+          else if (rendered(node)) {
+            const text = (node.innerText || "").trim();
+            if (text) parts.push(text);
+          }
+        }
+      }
+    };
+    if (rendered(body)) walk(body);
+    return parts.join("\n");
+  }
+
   function getText(format) {
     const main = document.querySelector("main, [role=main], article");
     const body = document.body || document.documentElement;
     if (format === "html") return (main || body).outerHTML;
-    const render = (el) => (format === "markdown" ? markdown(el) : el.innerText);
+    const render = (el) => (format === "markdown" ? markdown(el) : rendered(el) ? el.innerText : "");
     if (!main) return render(body);
     // Main content first, then whatever else the page shows.
-    const rest = body.cloneNode(true);
-    rest.querySelector("main, [role=main], article")?.remove();
-    const restText = format === "markdown" ? "" : (rest.innerText || rest.textContent || "");
+    const restText = format === "markdown" ? "" : textAround(main, body);
     return render(main) + (restText.trim() ? "\n\n---\n\n" + restText.replace(/\n{3,}/g, "\n\n").trim() : "");
   }
 

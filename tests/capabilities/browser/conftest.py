@@ -141,7 +141,9 @@ def session_chromium_pid(info: SessionInfo) -> int | None:
 
 @dataclass
 class PageRun:
-    """A browser_execute result, read: the summary line, the JSON body, the PNGs."""
+    """A browser_execute result, read: the summary line, the JSON body (the same object as the
+    structured content: {tab, url, results}, plus {error: {kind, message, step?, field?, hint?}}
+    on failure), the PNGs."""
 
     raw: object
     summary: str

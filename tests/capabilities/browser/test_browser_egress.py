@@ -204,7 +204,8 @@ def test_navigate_to_metadata_address_is_refused_before_anything_runs(run_page, 
     ], tab=TAB)
     assert run.is_error
     assert run.summary.startswith("refused, nothing ran"), run.summary
-    error = run.body["error"]
+    assert run.body["error"]["kind"] == "refused" and run.body["error"]["step"] == 2
+    error = run.body["error"]["message"]
     assert f"step 2 (navigate): {url} is not opened" in error
     assert "169.254.0.0/16" in error or "fd00:ec2::254/128" in error
     assert "codedesk desktop up --egress-allow" in error
@@ -228,7 +229,7 @@ def test_refused_navigation_sends_no_request(run_page, metadata_server, browser_
     before = len(metadata_server.hits)
     with firewall(browser_desktop.info.uid, EgressPolicy.parse(allow=[f"{METADATA}/32"])):
         run = run_page([{"type": "navigate", "params": {"url": metadata_server.url}}], tab=TAB)
-    assert run.is_error and "is not opened" in run.body["error"]
+    assert run.is_error and "is not opened" in run.body["error"]["message"]
     assert len(metadata_server.hits) == before
 
 
@@ -252,7 +253,7 @@ def test_operator_deny_refuses_even_loopback(browser_desktop, browser_kit, pages
         result = run([{"type": "navigate", "params": {"url": pages_server.url("/index.html")}}],
                      tab="egress-denied", close=True)
     assert result.is_error
-    assert "127.0.0.0/8, which the session's operator denies" in result.body["error"]
+    assert "127.0.0.0/8, which the session's operator denies" in result.body["error"]["message"]
 
 
 def test_invalid_egress_in_session_json_refuses_navigation(browser_desktop, browser_kit, pages_server):
@@ -261,7 +262,7 @@ def test_invalid_egress_in_session_json_refuses_navigation(browser_desktop, brow
         result = run([{"type": "navigate", "params": {"url": pages_server.url("/index.html")}}],
                      tab="egress-invalid", close=True)
     assert result.is_error
-    assert "egress settings are invalid" in result.body["error"] and "169.254.0.0/99" in result.body["error"]
+    assert "egress settings are invalid" in result.body["error"]["message"] and "169.254.0.0/99" in result.body["error"]["message"]
 
 
 @needs_root

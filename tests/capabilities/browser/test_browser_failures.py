@@ -32,6 +32,8 @@ def test_failing_step_stops_the_batch_with_index_reason_and_screenshot(timed_out
     failed = run.results[1]
     assert failed["step"] == 2 and failed["operation"] == "click"
     assert failed["error"] == "no element matches '#nope' within 10 s; check the selector or wait for the page"
+    error = run.raw.structured_content["error"]
+    assert (error["kind"], error["step"], error["field"]) == ("not_found", 2, "params.selector")
     assert run.summary.startswith("failed at step 2 of 3 (click) after 1 succeeded")
     assert pages_server.url("/browser_form.html") in run.summary
     assert len(run.images) == 1 and failed["screenshot"]["image_index"] == 0

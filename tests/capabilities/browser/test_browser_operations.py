@@ -27,7 +27,7 @@ def test_navigate_reports_url_and_status(run_page, pages_server):
     url = pages_server.url("/browser_form.html")
     run = run_page([nav(url), ev("document.title")], tab=TAB)
     assert not run.is_error, run.summary
-    assert run.result(1) == {"url": url, "status": 200}
+    assert run.result(1) == {"url": url, "title": "browser form", "status": 200}
     assert run.result(2) == "browser form"
     assert run.summary.startswith("ok: 2 of 2 steps succeeded") and url in run.summary and '"ops"' in run.summary
 

@@ -134,6 +134,38 @@ def test_get_text_main_content_first_and_markdown(run_page, pages_server):
     assert run.result(4)["text"].startswith("<main>")
 
 
+PAGE_WITH_SOURCE_AROUND_MAIN = """<title>Flights</title>
+<style>.fare { color: red } body { font-family: sans-serif }</style>
+<script>window.dataLayer = [{"event": "search"}];</script>
+<header>Book a flight <span hidden>secret-hidden-attribute</span></header>
+<main><h1>Results</h1><p class="fare">Lisbon to Oslo: 120 EUR</p>
+  <script>console.log("inside main")</script></main>
+<div style="display:none">secret-display-none</div>
+<p>Prices include taxes <span style="visibility:hidden">secret-visibility</span></p>
+<noscript>secret-noscript</noscript>
+<template><p>secret-template</p></template>
+<script type="application/json">[{"code": "LIS", "name": "Lisbon"}, {"code": "OSL", "name": "Oslo"}]</script>
+<footer>Help and contact</footer>"""
+
+
+def test_get_text_is_what_a_person_reads(run_page):
+    """getText outside <main> returns the page as innerText shows it: no script or style source,
+    no hidden elements (a flight search page once gave 9,429 characters of inline JSON for 361
+    of text)."""
+    run = run_page([{"type": "setContent", "params": {"html": PAGE_WITH_SOURCE_AROUND_MAIN}},
+                    {"type": "getText"},
+                    {"type": "evaluate", "params": {"script": "document.body.innerText"}}], tab=TAB)
+    assert not run.is_error, run.summary
+    text, shown = run.result(2)["text"], run.result(3)
+    for seen in ("Results", "Lisbon to Oslo: 120 EUR", "Book a flight", "Prices include taxes", "Help and contact"):
+        assert seen in text, seen
+    for source in ("dataLayer", "LIS", "font-family", "inside main", "secret-"):
+        assert source not in text, source
+    assert text.index("Results") < text.index("Book a flight") < text.index("Help and contact")
+    body_only = text.replace("\n\n---\n\n", "\n")
+    assert len(body_only) <= len(shown) + 10, (body_only, shown)
+
+
 def test_wait_and_select_accept_refs(run_page, pages_server):
     """wait and select take a ref like a selector."""
     run = run_page([nav(pages_server.url("/browser_form.html")), {"type": "readPage"}], tab=TAB)

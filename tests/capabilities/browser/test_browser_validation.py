@@ -26,6 +26,8 @@ def test_bad_step_3_is_refused_before_step_1_runs(run_page):
     assert run.summary.startswith("refused, nothing ran")
     assert "step 3 (click): unknown field 'params.button'" in run.summary
     assert "click takes params: selector, ref" in run.summary
+    error = run.raw.structured_content["error"]
+    assert (error["kind"], error["step"], error["field"]) == ("invalid_arguments", 3, "params.button")
     after = run_page([marker_script()], tab=TAB)
     assert after.result(1) is None
 
@@ -61,7 +63,9 @@ def test_malformed_step_is_refused_naming_step_and_field(run_page, step, expecte
     run = run_page([{"type": "url", "params": {}}, step], tab=TAB)
     assert run.is_error and run.results == []
     assert expected in run.summary, run.summary
-    assert run.body["error"] in run.summary
+    assert run.body["error"]["message"] in run.summary
+    assert run.body["error"]["kind"] == "invalid_arguments" and run.body["error"]["step"] == 2
+    assert run.raw.structured_content == run.body
 
 
 def test_every_bad_step_is_named_at_once(run_page):
