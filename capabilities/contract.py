@@ -247,8 +247,6 @@ class ToolSpec(Generic[State]):
     output: dict[str, Any] | type[BaseModel]
     run: Callable[[State, Any], Awaitable[types.CallToolResult]]
     annotations: dict[str, Any] = field(default_factory=dict)
-    refuse: Callable[[ValidationError], ToolError] | None = None
-    """The tool's own message for arguments that do not validate (default: `validation_error`)."""
     invalid: Callable[[ValidationError, dict[str, Any]], ToolError] | None = None
     failed: Callable[[State, ToolError, dict[str, Any]], Awaitable[types.CallToolResult]] | None = None
 

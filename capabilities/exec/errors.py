@@ -1,31 +1,47 @@
-"""The exec server's errors: every one becomes an `isError` result whose message says what to do.
+"""The exec server's errors: every one becomes an `isError` result (capabilities.contract) whose
+message says what to do; the class decides the error's kind and the field at fault.
 
-    ExecError
-    ├── RequestRefused   the call is well-formed but cannot run as asked (e.g. cwd missing)
-    ├── UnknownCommand   no command with this id (never returned by exec, or pruned after 7 days)
-    ├── OffsetPastEnd    stream_logs asked for an offset beyond the end of the log
-    └── PatternTooSlow   search_logs gave up on a pattern that took too long to match
+    ExecError            kind           field
+    ├── RequestRefused   not_found      cwd      the call cannot run as asked (e.g. cwd missing)
+    ├── UnknownCommand   not_found      id       no command with this id (never returned by exec,
+    │                                            or pruned after 7 days)
+    ├── OffsetPastEnd    invalid_arguments offset  an offset beyond the end of the log
+    ├── PatternTooSlow   timeout        pattern  search_logs gave up on a slow pattern
+    └── StoreUnavailable unavailable             the log store cannot be used (no session)
 
 Arguments that do not fit a tool's model never get this far: they are refused from the
 pydantic validation error (see `requests.refusal`).
 """
 
 
+from capabilities.contract import ErrorKind, ToolError
+
+
 class ExecError(Exception):
     """A call the exec server refuses; the message names the field and the way forward."""
 
+    kind: ErrorKind = "failed"
+    field: str | None = None
+
+    def to_tool_error(self) -> ToolError:
+        return ToolError(self.kind, str(self), field=self.field)
+
 
 class RequestRefused(ExecError):
-    pass
+    kind, field = "not_found", "cwd"
 
 
 class UnknownCommand(ExecError):
-    pass
+    kind, field = "not_found", "id"
 
 
 class OffsetPastEnd(ExecError):
-    pass
+    kind, field = "invalid_arguments", "offset"
 
 
 class PatternTooSlow(ExecError):
-    pass
+    kind, field = "timeout", "pattern"
+
+
+class StoreUnavailable(ExecError):
+    kind = "unavailable"

@@ -8,7 +8,7 @@ Every model forbids unknown fields and is strict about types (`"60"` is not a ti
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 import regex
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -192,3 +192,60 @@ def refusal(tool: str, model: type[BaseModel], exc: ValidationError) -> str:
             ' as the program: {bin: "sh", args: ["-c", "ls *.csv | wc -l"], timeout: 10}.'
         )
     return message
+
+
+# -- results: what each tool answers (its structured content and its JSON text) ---------------
+
+Status = str
+STATUS_DOC = "running, completed:<exit code>, timeout, cancelled or failed:<reason>"
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ExecResult(_Result):
+    id: str = Field(description="The command's id: give it to stream_logs, search_logs and kill")
+    status: Literal["started"] = Field(description="Always \"started\": the program's fate is read with stream_logs")
+
+
+class _LogCut(_Result):
+    log_cut_at: int | None = Field(default=None, description="Set when the log reached its cap: the size it was cut at, in bytes")
+    hint: str | None = Field(default=None, description="What to do about a cut log or a truncated answer")
+
+
+class StreamLogsResult(_LogCut):
+    logs: str = Field(description="The output from offset on (stdout and stderr, one log)")
+    next_offset: int = Field(description="The offset to read from next")
+    status: Status = Field(description=STATUS_DOC)
+    more: bool = Field(description="The chunk was cut at its size limit: call again from next_offset")
+
+
+class Match(_Result):
+    line: str = Field(description="The matching line's text")
+    offset: int = Field(description="The byte offset where the line starts (for stream_logs)")
+
+
+class SearchLogsResult(_LogCut):
+    matches: list[Match] = Field(description="The matching lines, in order")
+    truncated: bool = Field(description="Only the first matches are listed")
+
+
+class KillResult(_Result):
+    id: str = Field(description="The command's id")
+    status: Status = Field(description="\"cancelled\", or the status it had already ended with")
+
+
+def results_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A result model's schema: optional fields are left out, never sent as null."""
+    from capabilities.contract import clean_schema
+
+    schema = clean_schema(model)
+    for name, prop in schema.get("properties", {}).items():
+        branches = prop.get("anyOf")
+        if isinstance(branches, list) and {"type": "null"} in branches and len(branches) == 2:
+            (kept,) = [b for b in branches if b != {"type": "null"}]
+            prop.pop("anyOf")
+            prop.pop("default", None)
+            prop.update(kept)
+    return schema

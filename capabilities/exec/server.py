@@ -1,9 +1,12 @@
 """The `exec` capability server: `exec`, `stream_logs`, `search_logs` and `kill`.
 
 Programs run on the desktop as its user (see `process_table`); their logs live under
-`<data>/exec/` (see `log_store`). Every result is one text block holding JSON, so a script
-reads it with `JSON.parse(result.content[0].text)`; a refused call is an `isError` result
-whose JSON has an `error` message naming the field and what to do.
+`<data>/exec/` (see `log_store`). Every answer follows the one result contract
+(`capabilities.contract`): the result as structured content, and the same object as the JSON
+text the spec prescribes, so a script reads it with `JSON.parse(result.content[0].text)`; a
+refused call is an `isError` result `{error: {kind, message, field?}}` whose message names the
+field and what to do. Without a usable log store (no desktop session) the server still starts
+and answers every call with what to do.
 
 Beyond the spec's fields, stream_logs answers `more` (the chunk was cut at its size limit),
 and stream_logs and search_logs answer `log_cut_at` and a `hint` when the command's log reached
@@ -19,7 +22,6 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -31,16 +33,22 @@ from pydantic import BaseModel, ValidationError
 
 from capabilities.session import data_dir
 
-from .errors import ExecError
+from capabilities.contract import ToolError, ToolRegistry, ToolSpec, success
+
+from .errors import ExecError, StoreUnavailable
 from .log_store import SEARCH_SECONDS, CommandRecord, LogStore, pattern_too_slow
 from .process_table import ProcessTable
 from .requests import (
     ExecRequest,
+    ExecResult,
     KillRequest,
+    KillResult,
     SearchLogsRequest,
+    SearchLogsResult,
     StreamLogsRequest,
-    input_schema,
+    StreamLogsResult,
     refusal,
+    results_schema,
 )
 
 SERVER_NAME = "exec"
@@ -105,59 +113,64 @@ async def kill_tool(table: ProcessTable, request: KillRequest) -> dict[str, Any]
     return {"id": record.id, "status": record.status}
 
 
-@dataclass(frozen=True)
-class ToolSpec:
-    model: type[BaseModel]
-    run: Callable[[ProcessTable, Any], Awaitable[dict[str, Any]]]
+def _answer(model: type[BaseModel], run: Callable[[ProcessTable, Any], Awaitable[dict[str, Any]]]):
+    """A tool body as the contract runs it: the store must be usable; the answer is the JSON the
+    spec prescribes as text, and the same object as structured content; errors by kind."""
+
+    async def answer(table: ProcessTable | None, request: Any) -> types.CallToolResult:
+        try:
+            if table is None:
+                raise StoreUnavailable(_store_problem)
+            payload = model.model_validate(await run(table, request)).model_dump(exclude_none=True)
+        except ExecError as exc:
+            raise exc.to_tool_error() from exc
+        return success(payload, json.dumps(payload, ensure_ascii=False))
+
+    return answer
 
 
-TOOLS: dict[str, ToolSpec] = {
-    "exec": ToolSpec(ExecRequest, exec_tool),
-    "stream_logs": ToolSpec(StreamLogsRequest, stream_logs_tool),
-    "search_logs": ToolSpec(SearchLogsRequest, search_logs_tool),
-    "kill": ToolSpec(KillRequest, kill_tool),
-}
+def _spec(name: str, request: type[BaseModel], result: type[BaseModel],
+          run: Callable[[ProcessTable, Any], Awaitable[dict[str, Any]]], **annotations: Any) -> ToolSpec:
+    return ToolSpec(name=name, description=inspect.cleandoc(request.__doc__ or ""), args=request,
+                    output=results_schema(result), run=_answer(result, run), annotations=annotations,
+                    invalid=lambda exc, _raw: ToolError("invalid_arguments", refusal(name, request, exc),
+                                                        field=_first_field(exc)))
+
+
+def _first_field(exc: ValidationError) -> str | None:
+    for error in exc.errors():
+        if error["loc"]:
+            return ".".join(str(part) for part in error["loc"])
+    return None
+
+
+REGISTRY: ToolRegistry[ProcessTable | None] = ToolRegistry(SERVER_NAME, [
+    _spec("exec", ExecRequest, ExecResult, exec_tool, openWorldHint=True),
+    _spec("stream_logs", StreamLogsRequest, StreamLogsResult, stream_logs_tool, readOnlyHint=True),
+    _spec("search_logs", SearchLogsRequest, SearchLogsResult, search_logs_tool, readOnlyHint=True),
+    _spec("kill", KillRequest, KillResult, kill_tool, destructiveHint=True),
+])
+TOOLS = REGISTRY.specs
+
+_store_problem = "the exec log store is not ready"
 
 
 # -- the MCP wiring --------------------------------------------------------------------------
 
 
-def _result(payload: dict[str, Any], *, error: bool = False) -> types.CallToolResult:
-    """The one place results are built: a JSON text block; `is_error` for refusals."""
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
-        is_error=error,
-    )
-
-
 async def _list_tools(
-    ctx: ServerRequestContext[ProcessTable], params: types.PaginatedRequestParams | None
+    ctx: ServerRequestContext[ProcessTable | None], params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
-    return types.ListToolsResult(
-        tools=[
-            types.Tool(name=name, description=inspect.cleandoc(spec.model.__doc__ or ""), input_schema=input_schema(spec.model))
-            for name, spec in TOOLS.items()
-        ]
-    )
+    return types.ListToolsResult(tools=REGISTRY.list_tools())
 
 
 async def _call_tool(
-    ctx: ServerRequestContext[ProcessTable], params: types.CallToolRequestParams
+    ctx: ServerRequestContext[ProcessTable | None], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
-    spec = TOOLS.get(params.name)
-    if spec is None:
-        return _result({"error": f"no tool {params.name!r}; the exec server has {', '.join(TOOLS)}"}, error=True)
-    try:
-        request = spec.model.model_validate(params.arguments or {})
-    except ValidationError as exc:
-        return _result({"error": refusal(params.name, spec.model, exc)}, error=True)
-    try:
-        return _result(await spec.run(ctx.lifespan_context, request))
-    except ExecError as exc:
-        return _result({"error": str(exc)}, error=True)
+    return await REGISTRY.call(ctx.lifespan_context, params.name, params.arguments)
 
 
-def build_server(on_ready: Callable[[ProcessTable], None] | None = None) -> Server[ProcessTable]:
+def build_server(on_ready: Callable[[ProcessTable], None] | None = None) -> Server[ProcessTable | None]:
     """The exec MCP server; its lifespan owns the process table (and stops it on exit).
 
     `on_ready(table)` is called once the table has recovered the store, for a host that must
@@ -165,18 +178,28 @@ def build_server(on_ready: Callable[[ProcessTable], None] | None = None) -> Serv
     """
 
     @asynccontextmanager
-    async def lifespan(_: Server[ProcessTable]) -> AsyncIterator[ProcessTable]:
-        store = LogStore(data_dir() / "exec")
+    async def lifespan(_: Server[ProcessTable | None]) -> AsyncIterator[ProcessTable | None]:
+        global _store_problem
+        folder = data_dir() / "exec"
         async with anyio.create_task_group() as tasks:
-            table = ProcessTable(store, tasks)
-            await table.recover()
-            if on_ready is not None:
+            try:
+                table = ProcessTable(LogStore(folder), tasks)
+                await table.recover()
+            except OSError as exc:
+                # No session prepared this folder for us (or it is not ours): serve anyway, and
+                # answer every call with what to do, instead of dying at start.
+                _store_problem = (f"the exec log store {folder} cannot be used ({exc.strerror or exc}); "
+                                  f"start the desktop session with `codedesk desktop up` (it prepares "
+                                  f"{folder} for the desktop user), or set CODEDESK_DATA to its data directory")
+                table = None
+            if table is not None and on_ready is not None:
                 on_ready(table)
             try:
                 yield table
             finally:
-                with anyio.CancelScope(shield=True):
-                    await table.stop_all()
+                if table is not None:
+                    with anyio.CancelScope(shield=True):
+                        await table.stop_all()
                 tasks.cancel_scope.cancel()
 
     return Server(SERVER_NAME, lifespan=lifespan, on_list_tools=_list_tools, on_call_tool=_call_tool)

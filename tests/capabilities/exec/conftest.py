@@ -5,6 +5,8 @@ functions and one server can serve many tests."""
 from __future__ import annotations
 
 import json
+
+import jsonschema
 import os
 import pwd
 import shutil
@@ -36,6 +38,7 @@ class ExecServer:
         self._stack: ExitStack | None = None
         self._session: ClientSession | None = None
         self._portal = None
+        self._schemas: dict[str, Any] | None = None
 
     @asynccontextmanager
     async def _connect(self):
@@ -82,9 +85,21 @@ class ExecServer:
         raise LookupError("exec server process not found")
 
     def call(self, tool: str, args: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
-        """Call a tool; returns (is_error, the JSON of its first text block)."""
+        """Call a tool; returns (is_error, its answer). Every answer is checked against the
+        contract: structured content valid against the tool's output schema; on success the text
+        is the same object as JSON (the spec's text); on failure the answer is the error object
+        with its `message` also under "error"."""
         result = self._portal.call(self._session.call_tool, tool, args)
-        return bool(result.is_error), json.loads(result.content[0].text)
+        if self._schemas is None:
+            listed = self._portal.call(self._session.list_tools)
+            self._schemas = {t.name: t.output_schema for t in listed.tools}
+        jsonschema.validate(result.structured_content, self._schemas[tool])
+        if result.is_error:
+            error = result.structured_content["error"]
+            assert result.content[0].text.startswith("Error: ")
+            return True, {**error, "error": error["message"]}
+        assert json.loads(result.content[0].text) == result.structured_content
+        return False, result.structured_content
 
     def ok(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
         is_error, payload = self.call(tool, args)
