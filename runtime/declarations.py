@@ -185,7 +185,7 @@ def _is_error_branch(schema: Any) -> bool:
 
 # ---- TypeScript rendering
 
-ONE_LINE = 100
+ONE_LINE = 120
 """An object type is written on one line when it fits in this many characters."""
 
 
@@ -208,6 +208,11 @@ def _ts(schema: Any, root: dict[str, Any], depth: int, ctx: _Render, optional: b
     for key in ("anyOf", "oneOf"):
         if isinstance(schema.get(key), list):
             branches = [b for b in schema[key] if not (optional and b == {"type": "null"})]
+            common, rests = _factor(branches)
+            if common:  # `{shared fields} & (| {rest of each} ...)`: each shared field said once
+                shared = _ts({"type": "object", "properties": common[0], "required": common[1]}, root, depth, ctx)
+                union = _ts({key: rests}, root, depth, ctx)
+                return f"{shared} & ({union}\n)" if "\n" in union else f"{shared} & ({union})"
             parts = list(dict.fromkeys(_ts(b, root, depth, ctx) for b in branches))
             if len(parts) == 1:
                 return parts[0]
@@ -253,6 +258,25 @@ def _ts(schema: Any, root: dict[str, Any], depth: int, ctx: _Render, optional: b
             lines.append(f"{label}: {rendered};{comment}".replace("\n", "\n  "))
         return "{\n" + "\n".join("  " + line for line in lines) + "\n}"
     return "any"
+
+
+def _factor(branches: list[Any]) -> tuple[tuple[dict[str, Any], list[str]] | None, list[dict[str, Any]]]:
+    """For a union of three or more object types that share fields (same name, schema and
+    requiredness in every branch): the shared fields, and each branch without them."""
+    objects = [b for b in branches if isinstance(b, dict) and isinstance(b.get("properties"), dict)
+               and set(b) <= {"type", "properties", "required", "additionalProperties", "description"}]
+    if len(branches) < 3 or len(objects) != len(branches):
+        return None, branches
+    first = objects[0]
+    shared = [k for k, v in first["properties"].items()
+              if all(b["properties"].get(k) == v and ((k in b.get("required", [])) == (k in first.get("required", [])))
+                     for b in objects[1:])]
+    if not shared or any(len(b["properties"]) == len(shared) for b in objects):
+        return None, branches
+    common = ({k: first["properties"][k] for k in shared}, [k for k in shared if k in first.get("required", [])])
+    rests = [{**b, "properties": {k: v for k, v in b["properties"].items() if k not in shared},
+              "required": [k for k in b.get("required", []) if k not in shared]} for b in objects]
+    return common, rests
 
 
 def _describe(schema: dict[str, Any]) -> str:

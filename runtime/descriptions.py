@@ -28,9 +28,10 @@ from . import declarations, signatures
 ToolsByServer = Mapping[str, Sequence[Mapping[str, Any]]]
 """`{server: [{name, description, inputSchema, outputSchema?}]}` of the servers whose tools are known."""
 
-DOC_CHARS = 70
-"""Field docs in the run_js description are cut to their first sentence within this many
-characters, so both descriptions fit the tools/list budget; `mcp.describe` gives them whole."""
+DOC_CHARS = 0
+"""How much of each field's doc the descriptions carry: none, so that both descriptions, with
+every operation, field and result type of the built-in servers, fit the tools/list budget
+(40 KB); `mcp.describe(server, tool)` gives the declarations with every doc whole."""
 
 # The spec's exec example, word for word: it must run unchanged.
 SPEC_EXEC_EXAMPLE = """\
@@ -144,7 +145,8 @@ def run_js_description(servers: Sequence[str], tools: ToolsByServer, builtin: Co
         "  {type: \"screenshot\"}]});\n"
         "artifact(shot.images[shot.results[2].result.image_index]);  // the model sees this one image",
         "Declarations of the servers' tools:\n"
-        "// Field docs are cut short here; await mcp.describe(server, tool) gives them whole.\n" + declared,
+        "// Every operation, field and result type; each field's documentation: await mcp.describe(server, tool).\n"
+        + declared,
     ])
 
 
@@ -158,8 +160,8 @@ def run_py_description(servers: Sequence[str], tools: ToolsByServer, builtin: Co
         "Run a Python script (CPython in a WebAssembly sandbox, with numpy, pandas and scipy); it acts "
         "on a Linux desktop through capability servers. The result is what the script prints, then the "
         "value of its last expression (strings as they are, other values as JSON); images attached with "
-        "artifact() follow as image blocks. Tool results go to your script, not to you.",
-        ORIENTATION,
+        "artifact() follow as image blocks. Tool results go to your script, not to you. The desktop, "
+        "its files, what persists between runs and which capability to use: as run_js's description says.",
         "Guest API:\n"
         "- tools.<server>.<tool>(**args): the typed functions declared below (they block until the tool "
         "answers). They return the tool's structured result as a dict; a failed call raises ToolError "

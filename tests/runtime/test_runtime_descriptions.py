@@ -34,8 +34,8 @@ def test_builtin_servers_are_declared_in_full_with_result_types() -> None:
     """A built-in server's tools appear as typed functions: arguments, field docs and result type."""
     text = run_js_description(["test"], TOOLS, builtin={"test"})
     assert "declare namespace tools.test {" in text
-    assert "function echo(args: {\n" in text and "text: string;  // What to echo" in text
-    assert "Promise<{echoed: string} & WithImages>" in text
+    assert "function echo(args: {text: string}): Promise<{echoed: string} & WithImages>;" in text
+    assert "What to echo" not in text  # field docs: mcp.describe, so both descriptions fit the budget
     assert "More detail." not in text  # the rest of a description restates the declaration
 
 
