@@ -3,7 +3,7 @@
 - 50 steps (evaluate / click / type, mixed) on a local page in one browser_execute call through
   the real server over stdio, beside the same 50 Playwright calls made by this process (its own
   Playwright connection) on the same page. Also the tool's in-process cost (`page_tool.execute` with a
-  `TabRegistry` in this process, no MCP). Medians of several runs, runs interleaved.
+  `TabRegistry` in this process, no MCP, and the contract's result built from its report). Medians of several runs, runs interleaved.
 - The first call after session start: from `codedesk desktop up` returning to the first
   browser_execute result of a freshly spawned server (spawn, initialize, connect, open the window).
 
@@ -38,7 +38,8 @@ from playwright.async_api import async_playwright
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from capabilities.browser.page_ops import CLICK_TIMEOUT_MS, parse_request  # noqa: E402
+from capabilities.browser.page_ops import CLICK_TIMEOUT_MS, BrowserRequest  # noqa: E402
+from capabilities.browser.page_result import build_result  # noqa: E402
 from capabilities.browser.page_tool import execute  # noqa: E402
 from capabilities.browser.tabs import TabRegistry  # noqa: E402
 from capabilities.session import read_session  # noqa: E402
@@ -109,7 +110,7 @@ async def bench(data: Path, quick: bool, up_seconds: float | None) -> None:
     tool_args = {"operations": ops, "tab": "bench"}
     title = f"bench-{os.getpid()}"
     setup = {"operations": [{"type": "setContent", "params": {"html": PAGE.format(title=title)}}], "tab": "bench"}
-    request = parse_request(tool_args)
+    request = BrowserRequest.model_validate(tool_args)
     tool_ms, inproc_ms, direct_ms = [], [], []
     # All three act on the one page of the tab "bench", so no run pays for switching tabs: the
     # in-process registry finds the tab through the session's tabs.json, the direct baseline
@@ -138,8 +139,9 @@ async def bench(data: Path, quick: bool, up_seconds: float | None) -> None:
 
                 t = time.perf_counter()
                 report = await execute(registry, request)
+                built = build_result(report)
                 inproc_ms.append((time.perf_counter() - t) * 1000)
-                assert not report.is_error, report.summary()
+                assert not built.is_error, report.summary()
             await session.call_tool("browser_execute", {**setup, "close": True})
         base = statistics.median(direct_ms)
         print(f"{STEPS} steps, median of {runs} runs:")

@@ -121,6 +121,7 @@ def bench_in_process(session: SessionInfo, runs: int) -> dict[str, float]:
     import mss
 
     from capabilities.browser.desktop_display import DisplayConnection
+    from capabilities.browser.desktop_ops import DesktopRequest
     from capabilities.browser.desktop_tool import DesktopController
 
     figures: dict[str, float] = {}
@@ -153,11 +154,15 @@ def bench_in_process(session: SessionInfo, runs: int) -> dict[str, float]:
     controller = DesktopController()
     try:
         steps = batch_steps()
-        result = controller.execute_sync(steps, ZERO_DELAYS)
+
+        def batch():  # validated each time, as the server does
+            return controller.execute_sync(DesktopRequest.model_validate({"operations": steps, "config": ZERO_DELAYS}))
+
+        result = batch()
         assert not result.is_error, result.content[0].text
         # Interleaved, so the machine's load weighs on each the same.
         figures.update(interleaved({
-            "100-step batch, in process": lambda: controller.execute_sync(steps, ZERO_DELAYS),
+            "100-step batch, in process": batch,
             "100 steps, raw XTEST direct": lambda: raw_xtest_batch(session),
             "100 steps, pynput direct": pynput_batch(session),
         }, max(5, runs // 2)))

@@ -10,6 +10,7 @@ The walks run every operation of each tool: a new operation without a step here 
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -51,8 +52,6 @@ def check(tool, result) -> dict:
     images = result.content[1:]
     assert all(block.type == "image" and block.mime_type == "image/png" for block in images)
     assert sorted(image_indices(data)) == list(range(len(images)))
-    import base64
-
     for block in images:
         assert base64.b64decode(block.data).startswith(PNG)
     text = result.content[0].text
