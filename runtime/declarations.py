@@ -123,7 +123,7 @@ def _clip(text: str, limit: int | None) -> str:
 
 def python_stubs(tools: ToolsByServer, docs: bool = True) -> str:
     """Python stubs: `class tools: class <server>: def <tool>(*, field: T, ...) -> Result`.
-    Without `docs`, each stub keeps only its one-line summary (the run_py description's form)."""
+    Without `docs` (the run_py description's form), each stub is one line: the keyword arguments."""
     out = ["class tools:"]
     for server, listed in tools.items():
         if not listed:
@@ -138,20 +138,21 @@ def python_tool(tool: Mapping[str, Any], docs: bool = True) -> str:
     schema = tool.get("inputSchema") or {}
     props: dict[str, Any] = schema.get("properties") or {}
     required = set(schema.get("required") or [])
-    depth = 1 if docs else _SHALLOW  # the compact form writes nested structures as dict / list[dict]
-    params = [f"{_py_name(key)}: {_py(sub, schema, depth)}" + ("" if key in required else " = ...")
+    # the compact form (run_py's description) names the keyword arguments; their types and the
+    # result's shape are in run_js's TypeScript declarations, and in the full stub
+    params = [(f"{_py_name(key)}: {_py(sub, schema, 1)}" if docs else _py_name(key))
+              + ("" if key in required else " = ..." if docs else "=...")
               for key, sub in sorted(props.items(), key=lambda item: item[0] not in required)]
     result_schema = success_schema(tool.get("outputSchema"))
-    # the compact form (run_py's description) names the result; its shape is in run_js's declarations
     result = (_py(result_schema, result_schema, 1) if docs else "dict") if result_schema else "Any"
     signature = f"def {_py_name(tool['name'])}({', '.join(['*', *params]) if params else ''}) -> {result}: ..."
     field_docs = [f"{key}: {_describe(sub)}" for key, sub in props.items()
                   if docs and isinstance(sub, dict) and _describe(sub)]
     doc = "\n".join([summary(tool.get("description") or ""), *field_docs]).strip()
+    if not docs:  # what the tool does is said in run_js's declarations, beside this one
+        return signature
     if not doc:
         return f"@staticmethod\n{signature}"
-    if not docs:
-        return f"@staticmethod\n{signature}  # {doc}"
     return f'@staticmethod\n{signature[:-4]}:\n{_INDENT}"""{_escape_py_doc(doc)}"""'
 
 
@@ -282,7 +283,10 @@ def _factor(branches: list[Any]) -> tuple[tuple[dict[str, Any], list[str]] | Non
 def _describe(schema: dict[str, Any]) -> str:
     text = " ".join((schema.get("description") or "").split())
     if "default" in schema and schema["default"] not in (None, {}, []) and "default" not in text.lower():
-        text = (text.rstrip(".") + "; " if text else "") + f"default {json.dumps(schema['default'])}"
+        default = schema["default"]
+        if isinstance(default, float) and default.is_integer():
+            default = int(default)  # as a script sees it: 2, not 2.0
+        text = (text.rstrip(".") + "; " if text else "") + f"default {json.dumps(default)}"
     return text
 
 
@@ -325,16 +329,12 @@ def _alias_prefix(tool: str) -> str:
 # ---- Python rendering
 
 
-_SHALLOW = 100
-"""A `_py` depth at which objects are written as `dict` (the compact form)."""
-
-
 def _py(schema: Any, root: dict[str, Any], depth: int) -> str:
     if not isinstance(schema, dict):
         return "Any"
     ref = schema.get("$ref")
     if isinstance(ref, str) and ref.startswith("#/"):
-        return f"'{ref.rsplit('/', 1)[1]}'" if 6 < depth < _SHALLOW else _py(_pointer(root, ref), root, depth + 1)
+        return f"'{ref.rsplit('/', 1)[1]}'" if depth > 6 else _py(_pointer(root, ref), root, depth + 1)
     if "const" in schema:
         return f"Literal[{schema['const']!r}]"
     if isinstance(schema.get("enum"), list):
@@ -356,8 +356,6 @@ def _py(schema: Any, root: dict[str, Any], depth: int) -> str:
         if not props:
             extra = schema.get("additionalProperties")
             return f"dict[str, {_py(extra, root, depth + 1) if isinstance(extra, dict) else 'Any'}]"
-        if depth >= _SHALLOW:
-            return "dict"
         required = set(schema.get("required") or [])
         fields = [f"{key!r}: {_py(sub, root, depth + 1)}" + ("" if key in required else " (optional)")
                   for key, sub in props.items()]

@@ -179,6 +179,6 @@ def run_py_description(servers: Sequence[str], tools: ToolsByServer, builtin: Co
         "Example: r = tools.exec.run(bin=\"ls\", args=[\"-la\", \"/data/chrome/Downloads\"], timeout=60); "
         "print(r[\"status\"], r[\"logs\"])",
         "Declarations of the servers' tools:\n"
-        "# Each returns a dict shaped as run_js's TypeScript declarations say (its fields, documented); "
-        "mcp.describe(server, tool) gives the full Python stub.\n" + declared,
+        "# The keyword arguments' types and each result's fields are those of run_js's TypeScript "
+        "declarations; mcp.describe(server, tool) gives the full Python stub, documented.\n" + declared,
     ])

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from runtime.declarations import GUEST_TS_PRELUDE, success_schema, typescript_tool
+from runtime.declarations import GUEST_TS_PRELUDE, success_schema, typescript_server, typescript_tool
+from runtime.descriptions import DOC_CHARS
 
 pytestmark = pytest.mark.desktop
 
@@ -43,7 +44,7 @@ def _names(schema: Any, found: set[str]) -> set[str]:
             found.add(key)
             _names(value, found)
         if "const" in schema:
-            found.add(str(schema["const"]))
+            found.add(json.dumps(schema["const"]))  # as TypeScript writes it: "navigate", true, 3
         for key in ("items", "additionalProperties", "anyOf", "oneOf", "allOf", "$defs"):
             if key in schema:
                 _names(schema[key] if key != "$defs" else list(schema[key].values()), found)
@@ -53,21 +54,29 @@ def _names(schema: Any, found: set[str]) -> set[str]:
     return found
 
 
+def _declares(name: str, declared: str) -> bool:
+    if name.startswith('"') or not re.match(r"\w", name):
+        return name in declared
+    return re.search(rf"\b{re.escape(name)}\b", declared) is not None
+
+
 def test_every_operation_and_field_of_every_builtin_tool_is_declared(listing):
     """A field the model cannot see is a field it cannot use: nothing may be cut."""
-    description = " ".join(listing["tools"]["run_js"].description.split())
+    description = listing["tools"]["run_js"].description
     for server in BUILTIN:
         assert listing["servers"].get(server), f"{server} listed no tools"
+        assert typescript_server(server, listing["servers"][server], DOC_CHARS).rstrip() in description, \
+            f"{server} is not declared in full in the run_js description"
         for tool in listing["servers"][server]:
-            declared = typescript_tool(tool)
-            assert " ".join(declared.split()) in description, f"{server}.{tool['name']} is not declared in full"
+            declared = typescript_tool(tool, DOC_CHARS)
+            assert tool["declaration"] == typescript_tool(tool), "mcp.describe gives the full form"
             for name in _names(tool["inputSchema"], set()):
-                assert re.search(rf"\b{re.escape(name)}\b", declared), f"{server}.{tool['name']}: {name} missing"
+                assert _declares(name, declared), f"{server}.{tool['name']}: {name} missing"
             output = success_schema(tool.get("outputSchema"))
             if output is not None:
                 assert "Promise<any>" not in declared, f"{server}.{tool['name']} declares no result type"
                 for name in _names(output, set()):
-                    assert re.search(rf"\b{re.escape(name)}\b", declared), \
+                    assert _declares(name, declared), \
                         f"{server}.{tool['name']}: result field {name} missing"
 
 

@@ -48,7 +48,7 @@ def test_python_stubs_in_full_and_compact():
     assert "def read(*, path: str, pages: str | None = ...) -> {'text': str" in full
     assert LONG in full
     compact = python_tool(READ, docs=False)
-    assert compact == "@staticmethod\ndef read(*, path: str, pages: str | None = ...) -> dict: ...  # Read a file."
+    assert compact == "def read(*, path, pages=...) -> dict: ..."
 
 
 def test_the_error_branch_is_not_part_of_the_success_type():
