@@ -96,6 +96,8 @@ class AccessibilityError(DesktopError):
 class StaleRef(AccessibilityError):
     """The ref names an element that is no longer there."""
 
+    kind = "not_found"
+
 
 @dataclass(frozen=True)
 class Box:

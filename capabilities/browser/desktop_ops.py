@@ -34,6 +34,7 @@ from .desktop_keys import BUTTONS, KEYS, untypeable
 from .errors import InvalidRequest
 
 MAX_SLEEP_MS = 30_000
+MAX_WAIT_MS = 60_000
 
 
 def _known_key(name: str) -> str:
@@ -64,15 +65,22 @@ class Point(_Params):
     y: Coordinate
 
 
+AccessRef = Annotated[str, Field(pattern=r"^a_[0-9]+$", max_length=24,
+                                  description="An element ref from accessibility.tree/find, e.g. a_12")]
+
+
 class ClickParams(_Params):
     button: Button = "LEFT"
     x: Coordinate | None = Field(None, description="Moves here first when given with y")
     y: Coordinate | None = None
+    ref: AccessRef | None = Field(None, description="Moves to the centre of this element first")
 
     @model_validator(mode="after")
     def _both_or_neither(self) -> "ClickParams":
         if (self.x is None) != (self.y is None):
             raise ValueError("give both x and y, or neither to act where the pointer is")
+        if self.ref is not None and self.x is not None:
+            raise ValueError("give x and y, or ref, not both")
         return self
 
 
@@ -142,6 +150,122 @@ class ClipboardParams(_Params):
 
 class SleepParams(_Params):
     ms: Annotated[int, Field(ge=0, le=MAX_SLEEP_MS)]
+
+
+WindowTitle = Annotated[str, Field(min_length=1, max_length=500, description="Words of the window's title")]
+WaitMs = Annotated[int, Field(ge=0, le=MAX_WAIT_MS, description="Milliseconds")]
+
+
+class AccessibilityTreeParams(_Params):
+    window: Annotated[int, Field(ge=1)] | WindowTitle | None = Field(
+        None, description="The window (X id from getWindows, or words of its title); default the active window")
+    desktop: bool = Field(False, description="The whole desktop: every application's windows")
+    depth: Annotated[int, Field(ge=1, le=64)] | None = Field(None, description="Levels below each window")
+    roles: Annotated[list[Annotated[str, Field(max_length=40)]], Field(min_length=1, max_length=40)] | None = Field(
+        None, description='List only these roles, e.g. ["push button", "check box"]')
+    maxElements: Annotated[int, Field(ge=1, le=5000)] = Field(400, description="Lines at most")
+    hidden: bool = Field(False, description="Include elements not showing (closed menus)")
+
+    @model_validator(mode="after")
+    def _one_scope(self) -> "AccessibilityTreeParams":
+        if self.desktop and self.window is not None:
+            raise ValueError("give window or desktop: true, not both")
+        return self
+
+
+class AccessibilityFindParams(AccessibilityTreeParams):
+    name: Annotated[str, Field(max_length=500)] | None = Field(None, description="Words of the name (any case)")
+    role: Annotated[str, Field(max_length=40)] | None = Field(None, description='A role, e.g. "push button"')
+    text: Annotated[str, Field(max_length=500)] | None = Field(None, description="Words of the name, value or description")
+    desktop: bool = Field(True, description="Search every window (default); false: the active or named window")
+    maxElements: Annotated[int, Field(ge=1, le=200)] = Field(20, description="Matches at most")
+
+    @model_validator(mode="after")
+    def _one_scope(self) -> "AccessibilityFindParams":
+        if self.window is not None:
+            self.desktop = False  # a named window narrows the default whole-desktop search
+        return self
+
+    @model_validator(mode="after")
+    def _something(self) -> "AccessibilityFindParams":
+        if self.name is None and self.role is None and self.text is None:
+            raise ValueError("give name, role or text to find")
+        return self
+
+
+class AccessibilityActParams(_Params):
+    ref: AccessRef
+    action: Literal["press", "focus", "setValue", "toggle", "select", "expand"]
+    value: Annotated[str, Field(max_length=1_000_000)] | float | bool | None = Field(
+        None, description="For setValue: text, a number, or true/false for a check box")
+
+    @model_validator(mode="after")
+    def _value_for_set(self) -> "AccessibilityActParams":
+        if (self.action == "setValue") != (self.value is not None):
+            raise ValueError("setValue takes a value; the other actions take none")
+        return self
+
+
+class AccessibilityWaitParams(_Params):
+    name: Annotated[str, Field(max_length=500)] | None = None
+    role: Annotated[str, Field(max_length=40)] | None = None
+    state: Annotated[str, Field(max_length=40)] | None = Field(None, description='e.g. "focused", "checked"')
+    window: Annotated[int, Field(ge=1)] | WindowTitle | None = None
+    timeout: WaitMs = 10_000
+
+    @model_validator(mode="after")
+    def _something(self) -> "AccessibilityWaitParams":
+        if self.name is None and self.role is None:
+            raise ValueError("give name or role to wait for")
+        return self
+
+
+class WindowParams(_Params):
+    id: Annotated[int, Field(ge=1)] | None = Field(None, description="The X window id (getWindows)")
+    title: WindowTitle | None = None
+
+    @model_validator(mode="after")
+    def _id_or_title(self) -> "WindowParams":
+        if (self.id is None) == (self.title is None):
+            raise ValueError("give id or title, exactly one of them")
+        return self
+
+
+class WindowMoveParams(WindowParams):
+    x: Annotated[int, Field(ge=-10_000, le=10_000)]
+    y: Annotated[int, Field(ge=-10_000, le=10_000)]
+
+
+class WindowResizeParams(WindowParams):
+    width: Annotated[int, Field(ge=1, le=10_000)]
+    height: Annotated[int, Field(ge=1, le=10_000)]
+
+
+class WindowWaitParams(_Params):
+    title: WindowTitle | None = None
+    class_: Annotated[str, Field(min_length=1, max_length=200)] | None = Field(None, alias="class")
+    state: Literal["open", "closed", "active", "maximized", "minimized"] = "open"
+    timeout: WaitMs = 10_000
+
+    @model_validator(mode="after")
+    def _title_or_class(self) -> "WindowWaitParams":
+        if (self.title is None) == (self.class_ is None):
+            raise ValueError("give title or class, exactly one of them")
+        return self
+
+
+class AppLaunchParams(_Params):
+    id: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._+-]+$")] = Field(
+        description="The app's id from apps.list")
+    args: Annotated[list[Annotated[str, Field(max_length=4096)]], Field(max_length=32)] = Field(
+        default_factory=list, description="Files or URLs to open")
+    timeout: WaitMs = 20_000
+
+
+class StableParams(_Params):
+    ms: Annotated[int, Field(ge=50, le=MAX_WAIT_MS)] = Field(500, description="Quiet period, ms")
+    timeout: WaitMs = 10_000
+    region: RegionParams | None = Field(None, description="Watch only this part of the screen")
 
 
 # -- results ------------------------------------------------------------------------------
@@ -217,6 +341,61 @@ class WindowResult(OutputModel):
     height: int = Field(description="Height of the client area in pixels")
 
 
+class ElementResult(OutputModel):
+    """An element of a native window's accessibility tree."""
+
+    ref: str = Field(description="Its ref, for mouse.click {ref} and accessibility.act")
+    role: str
+    name: str
+    states: list[str] = Field(description="focused, checked, selected, expanded, editable, ...")
+    box: dict[str, int] | None = Field(None, description="{x, y, width, height} in screen pixels")
+    value: str | None = None
+    app: str | None = None
+
+
+class TreeResult(OutputModel):
+    tree: str = Field(description='One element a line: - role "name" [ref] (x,y WxH) value="..." {states}')
+    elements: int = Field(description="Lines in the tree")
+    truncated: bool
+    windows: list[str] = Field(description="The windows read, by title")
+
+
+class FindResult(OutputModel):
+    matches: int
+    elements: list[ElementResult]
+
+
+class ActResult(OutputModel):
+    ref: str
+    action: str
+    value: str | float | bool | None = None
+
+
+class WindowStateResult(OutputModel):
+    """A window as the window manager reports it."""
+
+    id: int
+    title: str
+    class_: str = Field(alias="class", description="Its WM_CLASS class, e.g. Mousepad")
+    pid: int | None
+    x: ScreenX
+    y: ScreenY
+    width: int
+    height: int
+    states: list[str] = Field(description="maximized, minimized, fullscreen, above, modal, ...")
+
+
+class AppResult(OutputModel):
+    id: str = Field(description="For apps.launch")
+    name: str
+    comment: str
+
+
+class StableResult(OutputModel):
+    waitedMs: int
+    quietMs: int
+
+
 class ScreenSize(OutputModel):
     """The screen's size when the call ended (it follows the viewer's window)."""
 
@@ -273,11 +452,38 @@ OPERATIONS: dict[str, OperationSpec] = {
         None, Annotated[str, Field(description='The clipboard\'s text ("" when it holds no text)')],
         "The clipboard's text"),
     "sleep": OperationSpec(SleepParams, None, f"Wait {{ms}}, at most {MAX_SLEEP_MS}"),
+    "accessibility.tree": OperationSpec(
+        AccessibilityTreeParams, TreeResult,
+        "The accessibility tree of the active window {window?, desktop?, depth?, roles?, maxElements?, hidden?}: "
+        "native apps' elements with refs, roles, names, values, states and boxes"),
+    "accessibility.find": OperationSpec(
+        AccessibilityFindParams, FindResult, "Elements by {name?, role?, text?, window?} on the whole desktop"),
+    "accessibility.act": OperationSpec(
+        AccessibilityActParams, ActResult,
+        "{ref, action: press|focus|setValue|toggle|select|expand, value?} without moving the pointer"),
+    "accessibility.waitFor": OperationSpec(
+        AccessibilityWaitParams, ElementResult, "Wait until an element {name?, role?, state?, window?} shows, up to {timeout} ms"),
+    "window.focus": OperationSpec(WindowParams, WindowStateResult, "Raise and focus {id | title}"),
+    "window.move": OperationSpec(WindowMoveParams, WindowStateResult, "Move {id | title} to {x, y}"),
+    "window.resize": OperationSpec(WindowResizeParams, WindowStateResult, "Resize {id | title} to {width, height}"),
+    "window.minimize": OperationSpec(WindowParams, WindowStateResult, "Minimize {id | title}"),
+    "window.maximize": OperationSpec(WindowParams, WindowStateResult, "Maximize {id | title}"),
+    "window.close": OperationSpec(WindowParams, None, "Close {id | title} as its close button would"),
+    "window.capture": OperationSpec(WindowParams, ImageResult, "A PNG of {id | title}'s own pixels, even where covered"),
+    "window.waitFor": OperationSpec(
+        WindowWaitParams, Annotated[WindowStateResult | None, Field(description="The window, null once closed")],
+        "Wait until a window {title | class} is in {state?: open|closed|active|maximized|minimized}"),
+    "apps.list": OperationSpec(None, list[AppResult], "The installed applications (.desktop entries)"),
+    "apps.launch": OperationSpec(AppLaunchParams, WindowStateResult, "Start {id, args?} and return its new window once mapped"),
+    "screen.waitStable": OperationSpec(
+        StableParams, StableResult, "Wait until the screen (or {region}) has not changed for {ms}, up to {timeout}"),
 }
 
 
 class _Step(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    captureAfter: bool = Field(False, description="Attach a screenshot taken after the step, once the screen is still")
 
 
 def _class_name(name: str) -> str:
@@ -305,6 +511,8 @@ def _done(name: str, spec: OperationSpec) -> type[OutputModel]:
         success=(Literal[True], ...),
         operation=(Literal[name], ...),
         result=(result, ...),
+        changed=(bool | None, Field(None, description="Pointer and key steps: whether the screen changed")),
+        capture=(ImageResult | None, Field(None, description="With captureAfter: the screen after the step")),
     )
 
 
@@ -374,7 +582,7 @@ def _allowed_fields(step: str | None, loc: list[str]) -> str:
     if step is None or not loc:
         return ""
     if len(loc) == 1:
-        return "type, params"
+        return "type, params, captureAfter"
     params = OPERATIONS[step].params if step in OPERATIONS else None
     if loc[0] == "params" and len(loc) == 2:
         if params is None:

@@ -47,6 +47,7 @@ from .desktop_ops import (
     describe_invalid,
 )
 from .errors import BrowserError, Unavailable
+from . import desktop_native
 
 if TYPE_CHECKING:
     from .state import BrowserState
@@ -84,6 +85,8 @@ step and attaches a screenshot: the call is then an error {{error: {{kind, messa
 hint?}}, results, screen}}, the failed step's entry having success false, error and screenshot; keys \
 and buttons still held are released. One call runs at a time.
 
+Native windows (GTK apps such as Mousepad and Thunar, XFCE's panel and dialogs, the file chooser) are read through their accessibility trees: accessibility.tree gives one element a line (role "name" [a_N] (x,y WxH) value="..." {{states}}); a ref a_N is taken by mouse.click and mouse.doubleClick {{ref}} (the element's centre, read at that moment) and by accessibility.act, which presses, focuses, sets values, toggles, selects or expands without moving the pointer. A ref whose element is gone fails with "read the screen again". Chromium's web pages are read with browser_execute. Waits watch the screen, not the clock: screen.waitStable, window.waitFor, accessibility.waitFor. Any step may carry captureAfter: true (its entry gets capture, a screenshot once the screen is still); mouse and keyboard steps' entries say changed: whether the screen changed.
+
 Screenshots go to the code, not to the model: attach one with artifact(...) only when the model \
 needs to see it. For a large one, pass heap_memory_max_mb: 64 to run_js."""
 
@@ -108,6 +111,7 @@ class DesktopController:
 
     def __init__(self) -> None:
         self._connection: DisplayConnection | None = None
+        self._native = desktop_native.NativeDesktop()
         self._thread_lock = threading.Lock()  # for callers outside the event loop (benchmarks)
         self._lock: anyio.Lock | None = None
 
@@ -136,6 +140,7 @@ class DesktopController:
         if self._connection is not None:
             self._connection.close()
             self._connection = None
+        self._native.close()
 
     def connection(self) -> DisplayConnection:
         """The display connection for the current session (read fresh from session.json)."""
@@ -148,6 +153,7 @@ class DesktopController:
         if self._connection is None:
             self._connection = DisplayConnection(session)
         self._connection.session = session  # its other facts (the clipboard's env) may change
+        self._native.use(session)
         return self._connection
 
     def _connect(self) -> tuple[DisplayConnection, tuple[int, int]]:
@@ -196,10 +202,20 @@ class DesktopController:
         failed (a step, or anything raised), every key and button still held is released."""
         failed: ToolError | None = None
         try:
+            native = self._native
             for index, step in enumerate(request.operations):
                 try:
-                    result = _perform(display, step, run)
+                    step = _aim_at_ref(native, step, display)
+                    desktop_native.before_step(native, step)
+                    if desktop_native.handles(step.type):
+                        result = desktop_native.perform(native, step, run.image)
+                    else:
+                        result = _perform(display, step, run)
                     display.settle()
+                    entry = {"success": True, "operation": step.type, "result": _jsonable(result)}
+                    desktop_native.after_step(native, step, entry,
+                                              lambda: display.grab(0, 0, *display.screen_size()),
+                                              lambda grab: _jsonable(run.image(grab)))
                 except DesktopError as exc:
                     failed = exc.at_step(index + 1).to_tool_error()
                     failed.message = (f"operations[{index}] (step {index + 1}, {step.type}) failed: {exc.message}; "
@@ -211,7 +227,7 @@ class DesktopController:
                     except DesktopError:
                         pass  # the display itself is gone; the error says so
                     return failed
-                run.results.append({"success": True, "operation": step.type, "result": _jsonable(result)})
+                run.results.append(entry)
             return None
         except BaseException:
             failed = failed or ToolError("internal", "interrupted")
@@ -222,6 +238,18 @@ class DesktopController:
                     display.release_held()
                 except DesktopError:
                     self.close()
+
+
+def _aim_at_ref(native: desktop_native.NativeDesktop, step: Any, display: DisplayConnection) -> Any:
+    """A click given an element ref, turned into one at the element's centre (read now)."""
+    ref = getattr(step.params, "ref", None)
+    if ref is None or not step.type.startswith("mouse."):
+        return step
+    x, y = native.element_center(ref)
+    width, height = display.screen_size()
+    if not (0 <= x < width and 0 <= y < height):
+        raise DesktopError(f"{ref} is off the screen (its centre is at {x},{y}); bring it into view first")
+    return step.model_copy(update={"params": step.params.model_copy(update={"x": x, "y": y})})
 
 
 def _x_address(session: SessionInfo) -> tuple[str, str | None]:

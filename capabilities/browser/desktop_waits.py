@@ -30,6 +30,8 @@ CARET_LENGTH_PX = 48
 class WaitTimeout(DesktopError):
     """The screen (or a window, or an element) did not get where a wait asked in time."""
 
+    kind = "timeout"
+
 
 @dataclass(frozen=True)
 class Region:

@@ -38,6 +38,8 @@ class WindowError(DesktopError):
 class WindowGone(WindowError):
     """The window closed (or never was)."""
 
+    kind = "not_found"
+
 
 @dataclass(frozen=True, kw_only=True)
 class WindowInfo:

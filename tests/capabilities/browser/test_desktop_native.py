@@ -1,0 +1,169 @@
+"""desktop_execute's native steps through the real browser server over stdio: accessibility
+trees, refs taken by clicks and actions, windows, apps, waits, captureAfter, and their refusals.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from capabilities.browser.desktop_env import desktop_env
+
+pytestmark = pytest.mark.desktop
+
+EDITOR = "codedesk-test-editor"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_session_restore_prompt(browser_desktop):
+    """Mousepad's "restore the previous session?" prompt is turned off, as in the other modules."""
+    info = browser_desktop.info
+    subprocess.run(["gsettings", "set", "org.xfce.mousepad.preferences.file", "session-restore", "never"],
+                   env=desktop_env(info), user=info.uid, group=info.gid, extra_groups=[], cwd=info.home,
+                   check=True, timeout=30)
+    # An editor of its own per launch (Mousepad otherwise hands files to a running instance,
+    # which opens them as tabs): the desktop user's own .desktop entry, as a person could add.
+    folder = Path(info.home) / ".local/share/applications"
+    subprocess.run(["mkdir", "-p", str(folder)], user=info.uid, group=info.gid, extra_groups=[], check=True)
+    entry = folder / f"{EDITOR}.desktop"
+    entry.write_text("[Desktop Entry]\nType=Application\nName=Test editor\n"
+                     "Exec=mousepad --disable-server %F\n")
+    os.chown(entry, info.uid, info.gid)
+
+
+@pytest.fixture
+def desk(browser_server):
+    """`desk(*steps)`: one desktop_execute call; returns (is_error, body, images)."""
+
+    def run(*steps: dict):
+        raw = browser_server.call("desktop_execute", {"operations": list(steps)})
+        body = json.loads(raw.content[0].text)
+        return bool(raw.is_error), body, [c for c in raw.content[1:] if c.type == "image"]
+
+    return run
+
+
+def owned(info, name: str, text: str = "") -> Path:
+    path = Path(info.home) / name
+    path.write_text(text)
+    os.chown(path, info.uid, info.gid)
+    return path
+
+
+def close(desk, window_id: int) -> None:
+    desk({"type": "window.close", "params": {"id": window_id}})
+
+
+def test_mousepad_typed_and_saved_through_desktop_execute(browser_desktop, desk):
+    """The acceptance path: launch, find the text area, set its text by ref, save through the
+    File menu found by name, and the file on disk has the text."""
+    path = owned(browser_desktop.info, f"native-{uuid.uuid4().hex[:6]}.txt")
+    failed, body, _ = desk({"type": "apps.launch", "params": {"id": EDITOR, "args": [str(path)]}})
+    assert not failed, body
+    window = body["results"][0]["result"]
+    try:
+        failed, body, _ = desk(
+            {"type": "window.waitFor", "params": {"title": path.name}},
+            {"type": "accessibility.tree", "params": {"window": window["id"]}},
+            {"type": "accessibility.find", "params": {"role": "text", "window": window["id"]}},
+        )
+        assert not failed, body
+        assert '[a_' in body["results"][1]["result"]["tree"]
+        text_ref = body["results"][2]["result"]["elements"][0]["ref"]
+        failed, body, _ = desk(
+            {"type": "accessibility.act", "params": {"ref": text_ref, "action": "setValue", "value": "saved by ref\n"}},
+            {"type": "accessibility.find", "params": {"role": "menu", "name": "File", "window": window["id"]}},
+        )
+        assert not failed, body
+        file_ref = body["results"][1]["result"]["elements"][0]["ref"]
+        failed, body, _ = desk(
+            {"type": "accessibility.act", "params": {"ref": file_ref, "action": "expand"}},
+            {"type": "accessibility.waitFor", "params": {"role": "menu item", "name": "Save As", "timeout": 5000}},
+            {"type": "accessibility.find", "params": {"role": "menu item", "name": "Save", "window": window["id"]}},
+        )
+        assert not failed, body
+        save = next(e for e in body["results"][2]["result"]["elements"] if e["name"] == "Save")
+        failed, body, _ = desk({"type": "accessibility.act", "params": {"ref": save["ref"], "action": "press"}},
+                               {"type": "screen.waitStable", "params": {"ms": 300, "timeout": 10000}})
+        assert not failed, body
+        assert path.read_text() == "saved by ref\n"
+    finally:
+        close(desk, window["id"])
+
+
+def test_click_by_ref_lands_on_the_element_and_reports_the_change(browser_desktop, desk):
+    """mouse.click {ref} aims at the element's centre; the entry says the screen changed and
+    captureAfter attaches the screen after the click."""
+    path = owned(browser_desktop.info, f"click-{uuid.uuid4().hex[:6]}.txt", "x")
+    failed, body, _ = desk({"type": "apps.launch", "params": {"id": EDITOR, "args": [str(path)]}})
+    assert not failed, body
+    window = body["results"][0]["result"]
+    try:
+        failed, body, _ = desk({"type": "accessibility.find",
+                                "params": {"role": "menu", "name": "Edit", "window": window["id"]}})
+        edit = body["results"][0]["result"]["elements"][0]
+        failed, body, images = desk(
+            {"type": "mouse.click", "params": {"ref": edit["ref"]}, "captureAfter": True},
+            {"type": "accessibility.waitFor", "params": {"role": "menu item", "name": "Select All", "timeout": 5000}},
+            {"type": "keyboard.type", "params": {"keys": ["Escape"]}},
+        )
+        assert not failed, body
+        click = body["results"][0]
+        box = edit["box"]
+        assert box["x"] <= click["result"]["x"] < box["x"] + box["width"]
+        assert box["y"] <= click["result"]["y"] < box["y"] + box["height"]
+        assert click["changed"] is True
+        assert click["capture"]["image_index"] == 0 and len(images) == 1
+    finally:
+        close(desk, window["id"])
+
+
+def test_window_steps_change_what_get_windows_reports(browser_desktop, desk):
+    """window.move/resize/focus by id are what getWindows then reports."""
+    path = owned(browser_desktop.info, f"win-{uuid.uuid4().hex[:6]}.txt")
+    failed, body, _ = desk({"type": "apps.launch", "params": {"id": EDITOR, "args": [str(path)]}})
+    assert not failed, body
+    window = body["results"][0]["result"]
+    try:
+        failed, body, images = desk(
+            {"type": "window.resize", "params": {"id": window["id"], "width": 420, "height": 330}},
+            {"type": "window.move", "params": {"id": window["id"], "x": 200, "y": 150}},
+            {"type": "window.focus", "params": {"title": path.name}},
+            {"type": "window.capture", "params": {"id": window["id"]}},
+            {"type": "getWindows"},
+        )
+        assert not failed, body
+        listed = next(w for w in body["results"][4]["result"] if w["id"] == window["id"])
+        assert (listed["width"], listed["height"]) == (420, 330)
+        assert abs(listed["x"] - 200) < 20 and abs(listed["y"] - 150) < 40
+        assert body["results"][3]["result"]["width"] == 420 and len(images) == 1
+    finally:
+        close(desk, window["id"])
+
+
+def test_native_steps_refuse_unknown_fields_and_bad_refs_by_name(desk):
+    """Bad input is refused before anything runs, naming the step and the field."""
+    failed, body, _ = desk({"type": "accessibility.act", "params": {"ref": "a_1", "action": "press", "evil": 1}})
+    assert failed and "unknown field 'params.evil'" in body["error"]["message"]
+    failed, body, _ = desk({"type": "accessibility.act", "params": {"ref": "../../x", "action": "press"}})
+    assert failed and "params.ref" in body["error"]["message"]
+    failed, body, _ = desk({"type": "window.focus", "params": {}})
+    assert failed and "give id or title" in body["error"]["message"]
+    failed, body, _ = desk({"type": "mouse.click", "params": {"ref": "a_1", "x": 1, "y": 1}})
+    assert failed and "not both" in body["error"]["message"]
+
+
+def test_a_ref_never_given_out_and_a_vanished_window_fail_as_not_found(desk):
+    """A ref the server never gave, or a window that is gone, fails the step with not_found."""
+    failed, body, _ = desk({"type": "accessibility.act", "params": {"ref": "a_987654321", "action": "press"}})
+    assert failed and body["error"]["kind"] == "not_found", body
+    assert "read the screen again" in body["error"]["message"]
+    failed, body, _ = desk({"type": "window.close", "params": {"id": 987654321}})
+    assert failed and body["error"]["kind"] == "not_found", body
+    failed, body, _ = desk({"type": "apps.launch", "params": {"id": "rm -rf"}})
+    assert failed and "params.id" in body["error"]["message"]
