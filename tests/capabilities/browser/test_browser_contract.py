@@ -145,6 +145,28 @@ DESKTOP_WALK = [
     {"type": "sleep", "params": {"ms": 1}},
 ]
 
+# The native-window operations, walked on a terminal of their own in two calls (the second acts on
+# a ref the first read): test_native_walk_matches_the_output_schema.
+NATIVE_WALK = [
+    {"type": "apps.list"},
+    {"type": "apps.launch", "params": {"id": "xfce4-terminal"}},
+    {"type": "window.waitFor", "params": {"class": "Xfce4-terminal"}},
+    {"type": "window.resize", "params": {"title": "Terminal", "width": 500, "height": 300}},
+    {"type": "window.move", "params": {"title": "Terminal", "x": 60, "y": 60}},
+    {"type": "window.focus", "params": {"title": "Terminal"}, "captureAfter": True},
+    {"type": "window.capture", "params": {"title": "Terminal"}},
+    {"type": "screen.waitStable", "params": {"ms": 200, "timeout": 10000}},
+    {"type": "accessibility.tree", "params": {"maxElements": 50}},
+    {"type": "accessibility.waitFor", "params": {"role": "terminal", "timeout": 10000}},
+    {"type": "accessibility.find", "params": {"role": "terminal", "window": "Terminal"}},
+]
+NATIVE_ACT = [
+    {"type": "accessibility.act", "params": {"ref": "REF", "action": "focus"}},
+    {"type": "window.maximize", "params": {"title": "Terminal"}},
+    {"type": "window.minimize", "params": {"title": "Terminal"}},
+    {"type": "window.close", "params": {"title": "Terminal"}},
+]
+
 
 @pytest.fixture(scope="module")
 def upload(browser_desktop):
@@ -158,7 +180,7 @@ def test_every_operation_is_walked(tools, pages_server, upload):
     """The walks below must cover every operation each tool lists, so each result type is checked."""
     for name, walked in (("browser_execute", [op["type"] for batch in browser_walk(pages_server, upload)
                                                for op in batch]),
-                         ("desktop_execute", [op["type"] for op in DESKTOP_WALK])):
+                         ("desktop_execute", [op["type"] for op in DESKTOP_WALK + NATIVE_WALK + NATIVE_ACT])):
         listed = {v["properties"]["type"]["const"]
                   for v in tools[name].input_schema["properties"]["operations"]["items"]["oneOf"]}
         done = {v["properties"]["operation"]["const"]
@@ -253,6 +275,20 @@ def test_desktop_walk_matches_the_output_schema(browser_server, tools):
     assert [r["operation"] for r in data["results"]] == [op["type"] for op in DESKTOP_WALK]
     assert data["results"][18]["result"] == {"image_index": 0, **data["screen"]}
     assert data["results"][24]["result"] == "contract"
+
+
+def test_native_walk_matches_the_output_schema(browser_server, tools):
+    """The native-window operations' results have the types the declarations promise."""
+    result = browser_server.call("desktop_execute", {"operations": NATIVE_WALK})
+    assert not result.is_error, result.content[0].text[:2000]
+    data = check(tools["desktop_execute"], result)
+    ref = data["results"][-1]["result"]["elements"][0]["ref"]
+    acts = [{**op, "params": {**op["params"], "ref": ref}} if op["type"] == "accessibility.act" else op
+            for op in NATIVE_ACT]
+    result = browser_server.call("desktop_execute", {"operations": acts})
+    assert not result.is_error, result.content[0].text[:2000]
+    data = check(tools["desktop_execute"], result)
+    assert [r["operation"] for r in data["results"]] == [op["type"] for op in NATIVE_ACT]
 
 
 def test_desktop_failures_keep_the_contract(browser_server, tools, browser_desktop):
