@@ -287,7 +287,10 @@ class DisplayConnection:
 
     def set_clipboard(self, text: str) -> None:
         """Own the clipboard with `text`. xclip forks and stays as the owner after we return,
-        in its own session, so the text outlives this call and this server."""
+        in its own session, so the text outlives this call and this server. Its child takes the
+        selection after the parent has exited: wait until it has, so a read right after sees it."""
+        clipboard = self._atom("CLIPBOARD")
+        before = self._call(self._x.get_selection_owner, clipboard)
         try:
             done = self._xclip(
                 ["-in"], input=text.encode(),
@@ -297,6 +300,11 @@ class DisplayConnection:
             raise DesktopError(f"cannot set the clipboard: {exc}") from exc
         if done.returncode != 0:
             raise DesktopError(f"cannot set the clipboard: xclip exited with {done.returncode}")
+        deadline = time.monotonic() + CLIPBOARD_TIMEOUT_S
+        while self._call(self._x.get_selection_owner, clipboard) in (before, X.NONE):
+            if time.monotonic() > deadline:
+                raise DesktopError("cannot set the clipboard: xclip did not take the selection")
+            time.sleep(0.005)
 
     def get_clipboard(self) -> str:
         """The clipboard's text; "" when it is empty or holds no text."""
