@@ -47,6 +47,12 @@ declare const mcp: {
 };
 /** Attach an image block (or text) to the run's result: the only way an image reaches the model. */
 declare function artifact(x: ContentBlock | string | {type: "image", data: string, mimeType?: string}): void;
+/** Helpers of the guest API beside the servers' own tools. */
+declare namespace tools.exec {
+  /** Start a program and wait for it: its status ("completed:0" on success) and its whole log. */
+  function run(args: {bin: string, args?: string[], timeout: number, cwd?: string, env?: Record<string, string>}):
+    Promise<{id: string, status: string, logs: string}>;
+}
 declare const console: {log(...a: any[]): void; info(...a: any[]): void; warn(...a: any[]): void;
                         error(...a: any[]): void; debug(...a: any[]): void};
 declare function setTimeout(fn: (...a: any[]) => void, ms?: number, ...a: any[]): number;

@@ -125,3 +125,26 @@ def test_a_wrong_script_fails_to_type_check(declarations_file, tmp_path):
     done = _tsc(declarations_file, bad)
     assert done.returncode != 0
     assert "navigat" in done.stdout and "timout" in done.stdout, done.stdout
+
+
+# -- the examples: one script per capability family, type-checked, then run for real -----------
+
+EXAMPLE_FILES = sorted(EXAMPLES.glob("*.ts"))
+
+
+def test_the_examples_type_check_against_the_declarations(declarations_file):
+    """Scripts written from the declarations compile: the declarations say what the servers take."""
+    assert len(EXAMPLE_FILES) >= 10
+    done = _tsc(declarations_file, *EXAMPLE_FILES)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("example", EXAMPLE_FILES, ids=lambda path: path.stem)
+def test_an_example_runs_against_the_real_session(example, desktop_runtime, pages_server):
+    """...and does what the declarations promise, against the real desktop."""
+    code = example.read_text()
+    expected = json.loads(code.splitlines()[0].removeprefix("// expect: "))
+    outcome = desktop_runtime.run_js(code.replace("__PAGES__", pages_server.url("").rstrip("/")),
+                                     timeout_seconds=120)
+    assert not outcome.is_error, outcome.text
+    assert expected in outcome.text, outcome.text
