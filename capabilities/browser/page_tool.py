@@ -112,42 +112,42 @@ async def execute(registry: TabRegistry, request: BrowserRequest) -> BatchReport
     url: str | None = None
     closed = False
     total = len(request.operations)
+    failed: BrowserError | None = None
     try:
         refusal = refuse_uploads(request.operations, registry.session) or await refuse_egress(
             request.operations, registry.session)
         if refusal is not None:
             raise refusal
-        async with registry.use(request.tab) as tab:
-            page = tab.page
-            assert page is not None
-            ctx = StepContext(
-                page=page, images=images, shoot=partial(registry.screenshot, tab), list_tabs=registry.describe,
-                events=tab.events, downloads=registry.downloads,
-            )
-            tab.events.take_dialogs()  # raised between calls: nobody to report them to
-            failed: BrowserError | None = None
-            for number, op in enumerate(request.operations, start=1):
-                try:
-                    result = await run_step(ctx, op)
-                except BrowserError as exc:
-                    failed = exc.at_step(number)
-                    shot = await failure_screenshot(ctx)
-                    steps.append(StepReport(step=number, operation=op.type, error=failed, screenshot=shot,
+        try:
+            async with registry.use(request.tab) as tab:
+                page = tab.page
+                assert page is not None
+                ctx = StepContext(
+                    page=page, images=images, shoot=partial(registry.screenshot, tab), list_tabs=registry.describe,
+                    events=tab.events, downloads=registry.downloads,
+                )
+                tab.events.take_dialogs()  # raised between calls: nobody to report them to
+                for number, op in enumerate(request.operations, start=1):
+                    try:
+                        result = await run_step(ctx, op)
+                    except BrowserError as exc:
+                        failed = exc.at_step(number)
+                        shot = await failure_screenshot(ctx)
+                        steps.append(StepReport(step=number, operation=op.type, error=failed, screenshot=shot,
+                                                dialogs=tab.events.take_dialogs()))
+                        break
+                    steps.append(StepReport(step=number, operation=op.type, result=result,
                                             dialogs=tab.events.take_dialogs()))
-                    break
-                steps.append(StepReport(step=number, operation=op.type, result=result,
-                                        dialogs=tab.events.take_dialogs()))
-            url = page.url
-            if request.close:
-                await registry.close(tab)
-                closed = True
+                url = page.url
+                if request.close:
+                    await registry.close(tab)
+                    closed = True
+        except PlaywrightError as exc:  # opening, fronting or closing the tab (steps translate their own)
+            raise Unavailable(f"could not open the tab: {exc.message}",
+                              hint="call again; if it fails again, check the desktop session "
+                                   "(`codedesk desktop status`)") from exc
     except BrowserError as exc:
         return BatchReport(tab=request.tab, total=total, steps=steps, url=url, error=exc.to_tool_error(),
-                           images=images.items)
-    except PlaywrightError as exc:
-        error = Unavailable(f"could not open the tab: {exc.message}",
-                            hint="call again; if it fails again, check the desktop session (`codedesk desktop status`)")
-        return BatchReport(tab=request.tab, total=total, steps=steps, url=url, error=error.to_tool_error(),
                            images=images.items)
     return BatchReport(tab=request.tab, total=total, steps=steps, url=url, closed=closed, images=images.items,
                        error=failed.to_tool_error() if failed is not None else None)
