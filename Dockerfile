@@ -32,8 +32,9 @@ COPY . .
 # compiled into the caches of the runtime's user (its home is the same in the final image).
 RUN rm -f desktop-image/build-ca/*.crt \
  && HOME=/home/codedesk make venv EXTRAS= \
- && find .venv -name '*.pyc' -path '*/tests/*' -delete \
  && rm -rf .venv/lib/python3*/site-packages/pip .venv/bin/pip*
+# The dependencies' own test suites are not needed to run them.
+RUN find .venv/lib -depth -type d -name tests -path '*/site-packages/*' -exec rm -rf {} +
 
 # ---------------------------------------------------------------- final image
 FROM ${BASE}
