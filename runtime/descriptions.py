@@ -139,11 +139,15 @@ def run_js_description(servers: Sequence[str], tools: ToolsByServer, builtin: Co
         "Fill a form by refs, then look at the page:\n"
         "const page = await tools.browser.browser_execute({tab: \"signup\", operations: [\n"
         "  {type: \"navigate\", params: {url: \"https://example.com/signup\"}}, {type: \"readPage\"}]});\n"
-        "// page.results[1].result is the outline: lines like 'textbox \"Email\" [ref_3]'\n"
+        "// page.results[1].result.tree is the outline: lines like 'textbox \"Email\" [ref_3]'\n"
         "const shot = await tools.browser.browser_execute({tab: \"signup\", operations: [\n"
         "  {type: \"formInput\", params: {ref: \"ref_3\", value: \"a@b.c\"}}, {type: \"click\", params: {selector: \"text=Sign up\"}},\n"
         "  {type: \"screenshot\"}]});\n"
-        "artifact(shot.images[shot.results[2].result.image_index]);  // the model sees this one image",
+        "const step = shot.results[2];  // narrow the union by operation to read a step's result\n"
+        "if (step.operation === \"screenshot\") artifact(shot.images![step.result.image_index]);  // the model sees it\n"
+        "A native window, by its accessibility refs (no pixels): desktop_execute operations "
+        "[{type: \"accessibility.find\", params: {name: \"Save\"}}] give refs like a_12; then "
+        "{type: \"accessibility.act\", params: {ref: \"a_12\", action: \"press\"}} or {type: \"mouse.click\", params: {ref: \"a_12\"}}.",
         "Declarations of the servers' tools:\n"
         "// Every operation, field and result type; each field's documentation: await mcp.describe(server, tool).\n"
         + declared,
