@@ -49,7 +49,7 @@ class ToolOutput:
 
     def result(self) -> types.CallToolResult:
         """The contract's result. Optional fields left unset are left out, not sent as null."""
-        structured = self.data.model_dump(mode="json", exclude_none=True)
+        structured = self.data.model_dump(mode="json")
         return contract.success(structured, self.summary,
                                 [contract.Image(image.data, image.mime_type) for image in self.images])
 

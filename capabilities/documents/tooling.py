@@ -16,7 +16,7 @@ import anyio
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict
 
-from capabilities.contract import ToolError, ToolSpec
+from capabilities.contract import OutputModel, ToolError, ToolSpec
 
 from .errors import DocumentError
 from .libreoffice import OfficeConverter
@@ -30,27 +30,9 @@ class Args(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def _absent_not_null(schema: dict[str, Any], model: type[BaseModel]) -> None:
-    """An optional output field is left out when unset (`ToolOutput.result`), never sent as
-    null: say so in the schema, so typed declarations read `x?: T`, not `x?: T | null`."""
-    required = set(schema.get("required", ()))
-    for name, prop in schema.get("properties", {}).items():
-        options = prop.get("anyOf")
-        if name in required or not options or {"type": "null"} not in options:
-            continue
-        rest = [option for option in options if option != {"type": "null"}]
-        del prop["anyOf"]
-        prop.pop("default", None)
-        if len(rest) == 1:
-            prop.update(rest[0])
-        else:
-            prop["anyOf"] = rest
-
-
-class Output(BaseModel):
-    """Base of every tool's output model: exactly the fields listed, optional ones left out when unset."""
-
-    model_config = ConfigDict(extra="forbid", json_schema_extra=_absent_not_null)
+Output = OutputModel
+"""Base of every tool's output model (the contract's): exactly the fields listed, optional ones
+left out when unset."""
 
 
 @dataclass(frozen=True)

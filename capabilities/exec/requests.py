@@ -13,6 +13,8 @@ from typing import Any, Literal
 import regex
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from capabilities.contract import OutputModel
+
 # A timeout longer than the logs are kept would outlive its own record.
 MAX_TIMEOUT_SECONDS = 7 * 24 * 3600
 
@@ -200,8 +202,8 @@ Status = str
 STATUS_DOC = "running, completed:<exit code>, timeout, cancelled or failed:<reason>"
 
 
-class _Result(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Result(OutputModel):
+    """An answer: optional fields are left out when unset (the contract's OutputModel)."""
 
 
 class ExecResult(_Result):
@@ -234,18 +236,3 @@ class SearchLogsResult(_LogCut):
 class KillResult(_Result):
     id: str = Field(description="The command's id")
     status: Status = Field(description="\"cancelled\", or the status it had already ended with")
-
-
-def results_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """A result model's schema: optional fields are left out, never sent as null."""
-    from capabilities.contract import clean_schema
-
-    schema = clean_schema(model)
-    for name, prop in schema.get("properties", {}).items():
-        branches = prop.get("anyOf")
-        if isinstance(branches, list) and {"type": "null"} in branches and len(branches) == 2:
-            (kept,) = [b for b in branches if b != {"type": "null"}]
-            prop.pop("anyOf")
-            prop.pop("default", None)
-            prop.update(kept)
-    return schema

@@ -48,7 +48,6 @@ from .requests import (
     StreamLogsRequest,
     StreamLogsResult,
     refusal,
-    results_schema,
 )
 
 SERVER_NAME = "exec"
@@ -121,7 +120,7 @@ def _answer(model: type[BaseModel], run: Callable[[ProcessTable, Any], Awaitable
         try:
             if table is None:
                 raise StoreUnavailable(_store_problem)
-            payload = model.model_validate(await run(table, request)).model_dump(exclude_none=True)
+            payload = model.model_validate(await run(table, request)).model_dump(mode="json")
         except ExecError as exc:
             raise exc.to_tool_error() from exc
         return success(payload, json.dumps(payload, ensure_ascii=False))
@@ -132,7 +131,7 @@ def _answer(model: type[BaseModel], run: Callable[[ProcessTable, Any], Awaitable
 def _spec(name: str, request: type[BaseModel], result: type[BaseModel],
           run: Callable[[ProcessTable, Any], Awaitable[dict[str, Any]]], **annotations: Any) -> ToolSpec:
     return ToolSpec(name=name, description=inspect.cleandoc(request.__doc__ or ""), args=request,
-                    output=results_schema(result), run=_answer(result, run), annotations=annotations,
+                    output=result, run=_answer(result, run), annotations=annotations,
                     invalid=lambda exc, _raw: ToolError("invalid_arguments", refusal(name, request, exc),
                                                         field=_first_field(exc)))
 
