@@ -7,7 +7,7 @@ import jsonschema
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from capabilities.contract import (ERROR_KINDS, Image, ToolError, ToolRegistry, ToolSpec, clean_schema,
+from capabilities.contract import (ERROR_KINDS, Image, OutputModel, ToolError, ToolRegistry, ToolSpec, clean_schema, failure,
                                    output_schema, success)
 
 
@@ -106,3 +106,33 @@ def test_an_unknown_tool_names_the_tools_there_are():
     assert result.structured_content["error"]["kind"] == "unknown_tool"
     assert "add" in result.structured_content["error"]["message"]
     assert "unknown_tool" in ERROR_KINDS
+
+
+class Shot(OutputModel):
+    image_index: int
+    note: str | None = None
+    caption: str | None  # required, may be null: sent as null
+
+
+def test_an_output_model_leaves_out_unset_optional_fields_and_its_schema_says_so():
+    """Declarations read `note?: string`: the answer must never carry note: null."""
+    assert Shot(image_index=0, caption=None).model_dump() == {"image_index": 0, "caption": None}
+    schema = clean_schema(Shot)
+    assert schema["properties"]["note"] == {"type": "string"}
+    jsonschema.validate(Shot(image_index=1, caption="c").model_dump(), schema)
+
+
+def test_a_tools_own_hooks_word_its_refusals_and_failures():
+    """exec words refusals its way and browser_execute keeps the spec's text on failure."""
+    async def failed(state, error, arguments):
+        return failure(error, text=f"custom: {error.kind}")
+
+    spec = ToolSpec(name="add", description="", args=Args, output=Answer, run=_add,
+                    invalid=lambda exc, raw: ToolError("invalid_arguments", f"bad call with {sorted(raw)}"),
+                    failed=failed)
+    registry = ToolRegistry("demo", [spec])
+    refused = anyio.run(registry.call, {"calls": 0}, "add", {"nope": 1})
+    assert refused.structured_content["error"]["message"] == "bad call with ['nope']"
+    assert refused.content[0].text == "custom: invalid_arguments"
+    raised = anyio.run(registry.call, {"calls": 0}, "add", {"at": {"x": -1, "y": 0}})
+    assert raised.content[0].text == "custom: refused" and raised.is_error
