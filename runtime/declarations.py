@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .signatures import python_type
+
 ToolsByServer = Mapping[str, Sequence[Mapping[str, Any]]]
 """`{server: [{name, description, inputSchema, outputSchema?}]}`."""
 
@@ -146,11 +148,11 @@ def python_tool(tool: Mapping[str, Any], docs: bool = True) -> str:
     required = set(schema.get("required") or [])
     # the compact form (run_py's description) names the keyword arguments; their types and the
     # result's shape are in run_js's TypeScript declarations, and in the full stub
-    params = [(f"{_py_name(key)}: {_py(sub, schema, 1)}" if docs else _py_name(key))
+    params = [(f"{_py_name(key)}: {python_type(sub, schema, 1)}" if docs else _py_name(key))
               + ("" if key in required else " = ..." if docs else "=...")
               for key, sub in sorted(props.items(), key=lambda item: item[0] not in required)]
     result_schema = success_schema(tool.get("outputSchema"))
-    result = (_py(result_schema, result_schema, 1) if docs else "dict") if result_schema else "Any"
+    result = (python_type(result_schema, result_schema, 1) if docs else "dict") if result_schema else "Any"
     signature = f"def {_py_name(tool['name'])}({', '.join(['*', *params]) if params else ''}) -> {result}: ..."
     field_docs = [f"{key}: {_describe(sub)}" for key, sub in props.items()
                   if docs and isinstance(sub, dict) and _describe(sub)]
@@ -333,40 +335,6 @@ def _alias_prefix(tool: str) -> str:
 
 
 # ---- Python rendering
-
-
-def _py(schema: Any, root: dict[str, Any], depth: int) -> str:
-    if not isinstance(schema, dict):
-        return "Any"
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/"):
-        return f"'{ref.rsplit('/', 1)[1]}'" if depth > 6 else _py(_pointer(root, ref), root, depth + 1)
-    if "const" in schema:
-        return f"Literal[{schema['const']!r}]"
-    if isinstance(schema.get("enum"), list):
-        return f"Literal[{', '.join(repr(v) for v in schema['enum'])}]"
-    for key in ("anyOf", "oneOf"):
-        if isinstance(schema.get(key), list):
-            return " | ".join(dict.fromkeys(_py(s, root, depth + 1) for s in schema[key]))
-    kinds = _types(schema)
-    if len(kinds) > 1:
-        return " | ".join(dict.fromkeys(_py({**schema, "type": k}, root, depth) for k in kinds))
-    kind = kinds[0] if kinds else ("object" if "properties" in schema else None)
-    simple = {"string": "str", "boolean": "bool", "number": "float", "integer": "int", "null": "None"}
-    if kind in simple:
-        return simple[kind]
-    if kind == "array":
-        return f"list[{_py(schema.get('items', {}), root, depth + 1)}]"
-    if kind == "object":
-        props: dict[str, Any] = schema.get("properties") or {}
-        if not props:
-            extra = schema.get("additionalProperties")
-            return f"dict[str, {_py(extra, root, depth + 1) if isinstance(extra, dict) else 'Any'}]"
-        required = set(schema.get("required") or [])
-        fields = [f"{key!r}: {_py(sub, root, depth + 1)}" + ("" if key in required else " (optional)")
-                  for key, sub in props.items()]
-        return "{" + ", ".join(fields) + "}"
-    return "Any"
 
 
 def _py_name(name: str) -> str:

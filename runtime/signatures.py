@@ -30,7 +30,7 @@ def python(name: str, schema: dict[str, Any] | None) -> str:
     props: dict[str, Any] = root.get("properties") or {}
     required = set(root.get("required") or [])
     params = [
-        f"{key}: {_py(_resolve(root, sub), root, 1)}" + ("" if key in required else " = ...")
+        f"{key}: {python_type(_resolve(root, sub), root, 1)}" + ("" if key in required else " = ...")
         for key, sub in sorted(props.items(), key=lambda item: item[0] not in required)
     ]
     return f"{name}({_clip(', '.join(params))})"
@@ -107,7 +107,8 @@ def _ts(schema: Any, root: dict[str, Any], depth: int) -> str:
     return "any"
 
 
-def _py(schema: Any, root: dict[str, Any], depth: int) -> str:
+def python_type(schema: Any, root: dict[str, Any], depth: int = 1) -> str:
+    """A Python type for `schema` (its `$ref`s resolved against `root`), cut past MAX_DEPTH."""
     schema = _resolve(root, schema)
     if depth > MAX_DEPTH:
         return "..."
@@ -117,24 +118,24 @@ def _py(schema: Any, root: dict[str, Any], depth: int) -> str:
         return f"Literal[{', '.join(repr(v) for v in schema['enum'])}]"
     for key in ("anyOf", "oneOf"):
         if isinstance(schema.get(key), list):
-            return " | ".join(dict.fromkeys(_py(s, root, depth + 1) for s in schema[key]))
+            return " | ".join(dict.fromkeys(python_type(s, root, depth + 1) for s in schema[key]))
     kinds = _types(schema)
     if len(kinds) > 1:
-        return " | ".join(dict.fromkeys(_py({**schema, "type": k}, root, depth) for k in kinds))
+        return " | ".join(dict.fromkeys(python_type({**schema, "type": k}, root, depth) for k in kinds))
     kind = kinds[0] if kinds else ("object" if "properties" in schema else None)
     simple = {"string": "str", "boolean": "bool", "number": "float", "integer": "int", "null": "None"}
     if kind in simple:
         return simple[kind]
     if kind == "array":
-        return f"list[{_py(schema.get('items', {}), root, depth + 1)}]"
+        return f"list[{python_type(schema.get('items', {}), root, depth + 1)}]"
     if kind == "object":
         props: dict[str, Any] = schema.get("properties") or {}
         if not props:
             extra = schema.get("additionalProperties")
-            return f"dict[str, {_py(extra, root, depth + 1) if isinstance(extra, dict) else 'Any'}]"
+            return f"dict[str, {python_type(extra, root, depth + 1) if isinstance(extra, dict) else 'Any'}]"
         if depth >= MAX_DEPTH:
             return "dict"
         required = set(schema.get("required") or [])
-        fields = [f"{key!r}: {_py(sub, root, depth + 1)}" + ("" if key in required else " (optional)") for key, sub in props.items()]
+        fields = [f"{key!r}: {python_type(sub, root, depth + 1)}" + ("" if key in required else " (optional)") for key, sub in props.items()]
         return "{" + ", ".join(fields) + "}"
     return "Any"
