@@ -1,22 +1,39 @@
-"""The stdio entry point every capability server shares: run it, and end quietly when the
-client goes away.
+"""The stdio entry point every capability server shares: serve it, end quietly when the client
+goes away, and leave at once.
 
 A server's client (the runtime) closing the pipes is the normal end of a server's life, not a
 crash: the write that finds the pipe closed must not print a traceback into the runtime's log,
-and the process must exit at once with status 0.
+and the process must exit at once with status 0. Once the server's lifespan has cleaned up,
+tearing down the interpreter (the SDK's model graph, pymupdf, Playwright) only costs time the
+client spends waiting for the exit, so it is skipped.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Callable
+from typing import Any, NoReturn
 
 import anyio
+from mcp.server.stdio import stdio_server
+
+
+def run_server(server: Any) -> NoReturn:
+    """Serve the low-level MCP `server` on stdin/stdout until the client leaves, then exit 0."""
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+
+    async def serve_stdio() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    serve(lambda: anyio.run(serve_stdio))
+    exit_now()
 
 
 def serve(main: Callable[[], None]) -> None:
-    """Call the server's blocking stdio `main`; a closed pipe ends the process quietly."""
+    """Call a server's blocking stdio `main`; a closed pipe ends the process quietly."""
     try:
         main()
     except BaseException as exc:  # noqa: BLE001 - re-raised unless it is the client leaving
@@ -26,6 +43,13 @@ def serve(main: Callable[[], None]) -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         sys.exit(0)
+
+
+def exit_now() -> NoReturn:
+    """Leave at once, status 0, once everything is stopped and recorded (see the docstring)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _client_gone(exc: BaseException) -> bool:

@@ -12,8 +12,6 @@ shutdown.
 from __future__ import annotations
 
 import logging
-import os
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -21,9 +19,9 @@ import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
 
 from capabilities.contract import ToolRegistry
+from capabilities.stdio import run_server
 
 from . import desktop_tool, page_tool
 from .state import BrowserState
@@ -85,17 +83,6 @@ def build_server() -> Server:
     )
 
 
-async def serve_stdio() -> None:
-    server = build_server()
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
-
-
 def main() -> None:
     """Serve on stdio until the client closes stdin, then exit at once."""
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    anyio.run(serve_stdio)
-    # The lifespan has disconnected by now; tearing down the interpreter only costs time.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    run_server(build_server())

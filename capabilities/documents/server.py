@@ -17,14 +17,13 @@ import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import anyio
 import mcp_types as types
 import pymupdf
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
 
 from capabilities.contract import ToolRegistry
+from capabilities.stdio import run_server
 
 from . import convert, images, ocr, office, overview, pdf, render
 from .libreoffice import OfficeConverter
@@ -87,25 +86,12 @@ def build_server() -> Server:
     )
 
 
-async def serve_stdio() -> None:
-    server = build_server()
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
-
-
 def main() -> None:
     """Serve on stdio until the client closes stdin, then exit at once."""
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     # stdout carries the protocol. pymupdf writes its messages there by default, and prints
     # advice to install pymupdf_layout on the first table search: send the one to stderr, turn
     # the other off.
     pymupdf.set_messages(stream=sys.stderr)
     pymupdf.set_log(stream=sys.stderr)
     pymupdf.no_recommend_layout()
-    anyio.run(serve_stdio)
-    # The lifespan has cleaned up by now. Tearing down the interpreter (pymupdf, the SDK,
-    # pydantic) takes seconds of garbage collection, longer than clients wait before killing
-    # the process, so skip it.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    run_server(build_server())

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
 import signal
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -34,6 +32,7 @@ from pydantic import BaseModel, ValidationError
 from capabilities.session import data_dir
 
 from capabilities.contract import ToolError, ToolRegistry, ToolSpec, success
+from capabilities.stdio import exit_now
 
 from .errors import ExecError, StoreUnavailable
 from .log_store import SEARCH_SECONDS, CommandRecord, LogStore, pattern_too_slow
@@ -219,7 +218,7 @@ async def serve_stdio() -> None:
                     with anyio.CancelScope(shield=True):
                         for table in tables:
                             await table.stop_all()
-                    _exit_now()
+                    exit_now()
 
         tg.start_soon(stop_on_signal)
         async with stdio_server() as (read_stream, write_stream):
@@ -227,14 +226,6 @@ async def serve_stdio() -> None:
         tg.cancel_scope.cancel()
 
 
-def _exit_now() -> None:
-    # Everything is stopped and recorded by now. Skip the interpreter's teardown of the SDK's
-    # large model graph (most of a second here): clients wait for our exit before moving on.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
-
-
 def main() -> None:
     anyio.run(serve_stdio)
-    _exit_now()
+    exit_now()
