@@ -93,14 +93,21 @@ class Runtime:
         return list(self._tools)
 
     async def listed_tools(self) -> list[types.Tool]:
-        """The two tools, once the built-in servers have been listed (started if need be), so
-        their descriptions declare every built-in tool; a server that cannot start is named there."""
+        """The two tools, once the built-in servers are known, so their descriptions declare every
+        built-in tool. Known means listed by this process (started if need be) or remembered from
+        the last one with the same configuration (then they start in the background, and a changed
+        listing is announced with tools/list_changed); a server that cannot start is named there."""
         if not self._listed_once:
             builtin = [name for name, config in builtin_servers().items() if self.servers.get(name) == config]
+            unknown = [name for name in builtin if name not in self._remembered]
             with anyio.move_on_after(START_TIMEOUT_SECONDS):
                 async with anyio.create_task_group() as tg:
-                    for name in builtin:
+                    for name in unknown:
                         tg.start_soon(self._list_quietly, name)
+            if len(unknown) < len(builtin) and self._task_group is not None:
+                for name in builtin:
+                    if name not in unknown:
+                        self._task_group.start_soon(self._list_quietly, name)
             self._listed_once = True
         return self.tools()
 

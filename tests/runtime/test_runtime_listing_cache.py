@@ -48,3 +48,19 @@ async def test_unreadable_cache_is_ignored(tmp_path) -> None:
         result = await runtime.run("js", {"code": '(await mcp.callTool("test", "echo", {text: "ok"})).content[0].text'})
         assert result.content[0].text == "ok"
     assert '"echo"' in cache.read_text()
+
+
+async def test_a_remembered_builtin_listing_answers_the_first_tools_list_at_once(tmp_path) -> None:
+    """A restarted runtime (a container's `docker start`) must not hold its first tools/list
+    until every built-in server has started: the remembered listing answers, servers start after."""
+    from runtime.config import builtin_servers
+
+    cache = tmp_path / "tools.json"
+    async with Runtime(builtin_servers(), listing_cache=cache) as first:
+        tools = await first.listed_tools()
+        assert "declare namespace tools.exec {" in tools[0].description  # listed, servers started
+    async with Runtime(builtin_servers(), listing_cache=cache) as second:
+        tools = await second.listed_tools()
+        assert "declare namespace tools.exec {" in tools[0].description
+        assert "declare namespace tools.documents {" in tools[0].description
+        assert second.bridge.running() == []  # answered before any server was up
