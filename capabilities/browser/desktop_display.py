@@ -10,9 +10,11 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import mss
+from PIL import Image
 from Xlib import X, Xatom, display as xdisplay, error as xerror
 from Xlib.ext import xtest
 
@@ -20,7 +22,8 @@ from ..session import SessionInfo
 from .desktop_env import desktop_env
 from .errors import BrowserError, Unavailable
 from .desktop_keys import KEYS
-from ..png import png_from_bgrx
+from ..png import encode_png, png_from_bgrx
+from .desktop_coordinates import image_size
 
 CLIPBOARD_TIMEOUT_S = 5
 
@@ -55,11 +58,37 @@ class Window:
 
 @dataclass(frozen=True, kw_only=True)
 class Grab:
-    """A PNG of part of the screen."""
+    """Pixels of part of the screen (or of one window), as grabbed: BGRX rows, the region's
+    size and its top-left on the screen, when it was taken and the screen's size then."""
 
-    png: bytes
+    raw: bytes | bytearray
     width: int
     height: int
+    left: int = 0
+    top: int = 0
+    at: float = field(default_factory=time.time)
+    screen: tuple[int, int] = (0, 0)
+
+    @cached_property
+    def png(self) -> bytes:
+        """The grab as a PNG at its own size."""
+        return png_from_bgrx(self.raw, self.width, self.height)
+
+    def image(self, scale: float = 1.0) -> Image.Image:
+        """The grab as an RGB image, resized to `scale` (image pixels per screen pixel)."""
+        size = image_size(self.width, self.height, scale)
+        # Read BGRX as if it were RGBX, resize, and swap the channels back when packing.
+        pixels = Image.frombuffer("RGBX", (self.width, self.height), self.raw, "raw", "RGBX", 0, 1)
+        if size != (self.width, self.height):
+            pixels = pixels.resize(size, Image.Resampling.BILINEAR if scale < 1 else Image.Resampling.LANCZOS)
+        return Image.frombytes("RGB", size, pixels.tobytes("raw", "BGR"))
+
+    def encode(self, scale: float = 1.0) -> tuple[bytes, int, int]:
+        """A PNG of the grab at `scale`, and its width and height."""
+        if scale == 1.0:
+            return self.png, self.width, self.height
+        image = self.image(scale)
+        return encode_png(image), image.width, image.height
 
 
 class DisplayConnection:
@@ -92,6 +121,7 @@ class DisplayConnection:
             self._x.close()
             raise DisplayUnavailable(f"cannot read the screen of {self.name}: {exc}") from exc
         self._atoms: dict[str, int] = {}
+        self._last_size: tuple[int, int] = (0, 0)
         self._keymap: dict[int, tuple[int, bool]] = {}
         self._spare_keycodes: list[int] = []
         self.held_keys: dict[int, None] = {}  # keycodes, in the order pressed
@@ -118,9 +148,11 @@ class DisplayConnection:
         return geometry.width, geometry.height
 
     def grab(self, left: int, top: int, width: int, height: int) -> Grab:
-        """A PNG of the region."""
+        """The region's pixels, as they are now."""
+        at = time.time()
         raw = self._grab_raw(left, top, width, height)
-        return Grab(png=png_from_bgrx(raw, width, height), width=width, height=height)
+        return Grab(raw=raw, width=width, height=height, left=left, top=top, at=at,
+                    screen=self._last_size)
 
     def color_at(self, x: int, y: int) -> tuple[int, int, int]:
         """The (r, g, b) of one pixel."""
@@ -128,7 +160,7 @@ class DisplayConnection:
         return raw[2], raw[1], raw[0]
 
     def _grab_raw(self, left: int, top: int, width: int, height: int) -> bytearray:
-        screen_w, screen_h = self.screen_size()
+        screen_w, screen_h = self._last_size = self.screen_size()
         if left + width > screen_w or top + height > screen_h:
             raise DesktopError(
                 f"region {left},{top} {width}x{height} is past the screen's edge; the screen "

@@ -36,6 +36,7 @@ class NativeDesktop:
         self._bus: access.AccessibilityBus | None = None
         self._watch: ScreenWatch | None = None
         self.session: SessionInfo | None = None
+        self.marks: dict[int, Any] = {}  # the last screen.marks, by number (desktop_marks.Mark)
 
     def use(self, session: SessionInfo) -> None:
         key = (session.display, session.env.get("XAUTHORITY"), session.env.get("XDG_RUNTIME_DIR"))
@@ -52,6 +53,7 @@ class NativeDesktop:
                 except Exception:
                     pass
         self._wm = self._bus = self._watch = None
+        self.marks = {}  # their refs belonged to the bus just closed
 
     @property
     def wm(self) -> WindowManager:

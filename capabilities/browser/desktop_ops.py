@@ -30,11 +30,15 @@ from pydantic import (
 
 from capabilities.contract import OutputModel
 
+from .desktop_coordinates import MAX_SCALE, MIN_SCALE, ImageSpace, ScaleError, image_scale, scale_point
 from .desktop_keys import BUTTONS, KEYS, untypeable
 from .errors import InvalidRequest
 
 MAX_SLEEP_MS = 30_000
 MAX_WAIT_MS = 60_000
+MAX_MARKS = 200
+#: Steps that attach an image (any step with captureAfter does too).
+IMAGE_STEPS = frozenset({"screen.grab", "screen.grabRegion", "window.capture", "screen.marks"})
 
 
 def _known_key(name: str) -> str:
@@ -74,13 +78,15 @@ class ClickParams(_Params):
     x: Coordinate | None = Field(None, description="Moves here first when given with y")
     y: Coordinate | None = None
     ref: AccessRef | None = Field(None, description="Moves to the centre of this element first")
+    mark: Annotated[int, Field(ge=1, le=MAX_MARKS)] | None = Field(
+        None, description="Moves to the centre of this mark of the last screen.marks first")
 
     @model_validator(mode="after")
     def _both_or_neither(self) -> "ClickParams":
         if (self.x is None) != (self.y is None):
             raise ValueError("give both x and y, or neither to act where the pointer is")
-        if self.ref is not None and self.x is not None:
-            raise ValueError("give x and y, or ref, not both")
+        if sum((self.ref is not None, self.x is not None, self.mark is not None)) > 1:
+            raise ValueError("give x and y, ref, or mark: one of them")
         return self
 
 
@@ -262,6 +268,14 @@ class AppLaunchParams(_Params):
     timeout: WaitMs = 20_000
 
 
+class MarksParams(_Params):
+    window: Annotated[int, Field(ge=1)] | WindowTitle | None = Field(
+        None, description="The window to mark (X id or words of its title); default the active window")
+    source: Literal["accessibility", "browser", "both"] = Field(
+        "both", description="Elements from native accessibility trees, from the web page shown "
+                            "in Chromium's window, or both")
+
+
 class StableParams(_Params):
     ms: Annotated[int, Field(ge=50, le=MAX_WAIT_MS)] = Field(500, description="Quiet period, ms")
     timeout: WaitMs = 10_000
@@ -303,6 +317,12 @@ class ScrollResult(OutputModel):
     y: ScreenY = Field(description="The pointer's place while scrolling: screen pixels from the top edge")
 
 
+def _scrolled(direction: str) -> type[ScrollResult]:
+    """One scroll operation's result, its direction said exactly."""
+    return create_model(f"Scroll{direction.title()}Result", __base__=ScrollResult,
+                        direction=(Literal[direction], ...))  # type: ignore[valid-type]
+
+
 class TypedResult(OutputModel):
     typed: int = Field(description="Characters typed")
 
@@ -316,8 +336,28 @@ class ImageResult(OutputModel):
 
     image_index: int = Field(description="Index of the PNG among the result's images (0 = the first image "
                                          "block after the text)")
-    width: int = Field(description="Width of the PNG in pixels (screen pixels: the grab is not scaled)")
+    width: int = Field(description="Width of the PNG in pixels")
     height: int = Field(description="Height of the PNG in pixels")
+    scale: float = Field(description="PNG pixels per screen pixel (1: not scaled); to aim at a point of a "
+                                     'whole-screen image, give x, y in its pixels with coordinateSpace "image" '
+                                     "and this scale. The screen's size is the call's screen")
+    at: int = Field(description="When it was taken, milliseconds since the Unix epoch")
+
+
+class MarkResult(OutputModel):
+    """One numbered box of screen.marks."""
+
+    mark: int = Field(description="The number drawn on the image; mouse.click {mark} aims at it")
+    ref: str = Field(description="a_N (a native element) or ref_N (an element of the page)")
+    role: str
+    name: str
+    box: dict[str, int] = Field(description="{x, y, width, height} in screen pixels")
+
+
+class MarksResult(ImageResult):
+    """The screen with a numbered box over each interactive element, and the list of them."""
+
+    marks: list[MarkResult] = Field(description="The boxes drawn, by number")
 
 
 class ColorResult(OutputModel):
@@ -427,10 +467,10 @@ OPERATIONS: dict[str, OperationSpec] = {
     "mouse.releaseButton": OperationSpec(ButtonParams, ButtonResult, "Release {button?}"),
     "mouse.drag": OperationSpec(
         DragParams, DragResult, "{to, from?}: press LEFT at from (default: where the pointer is), glide to to, release"),
-    "mouse.scrollUp": OperationSpec(ScrollParams, ScrollResult, "Scroll {amount, x?, y?} wheel clicks up"),
-    "mouse.scrollDown": OperationSpec(ScrollParams, ScrollResult, "Scroll {amount, x?, y?} wheel clicks down"),
-    "mouse.scrollLeft": OperationSpec(ScrollParams, ScrollResult, "Scroll {amount, x?, y?} wheel clicks left"),
-    "mouse.scrollRight": OperationSpec(ScrollParams, ScrollResult, "Scroll {amount, x?, y?} wheel clicks right"),
+    "mouse.scrollUp": OperationSpec(ScrollParams, _scrolled("up"), "Scroll {amount, x?, y?} wheel clicks up"),
+    "mouse.scrollDown": OperationSpec(ScrollParams, _scrolled("down"), "Scroll {amount, x?, y?} wheel clicks down"),
+    "mouse.scrollLeft": OperationSpec(ScrollParams, _scrolled("left"), "Scroll {amount, x?, y?} wheel clicks left"),
+    "mouse.scrollRight": OperationSpec(ScrollParams, _scrolled("right"), "Scroll {amount, x?, y?} wheel clicks right"),
     "keyboard.type": OperationSpec(TypeParams, Union[TypedResult, KeysResult],
                                    "Type {text} (US layout) or press {keys} together"),
     "keyboard.pressKey": OperationSpec(KeysParams, KeysResult, "Press and hold {keys}"),
@@ -477,6 +517,10 @@ OPERATIONS: dict[str, OperationSpec] = {
     "apps.launch": OperationSpec(AppLaunchParams, WindowStateResult, "Start {id, args?} and return its new window once mapped"),
     "screen.waitStable": OperationSpec(
         StableParams, StableResult, "Wait until the screen (or {region}) has not changed for {ms}, up to {timeout}"),
+    "screen.marks": OperationSpec(
+        MarksParams, MarksResult,
+        "A PNG of the screen with numbered boxes over {window?}'s interactive elements (from {source?}), "
+        "and the list of them; mouse.click {mark} clicks one"),
 }
 
 
@@ -484,6 +528,41 @@ class _Step(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     captureAfter: bool = Field(False, description="Attach a screenshot taken after the step, once the screen is still")
+    scale: Annotated[float, Field(ge=MIN_SCALE, le=MAX_SCALE)] | None = Field(
+        None, description='Image pixels per screen pixel: the size of the images this step takes (0.5: half '
+                          'size, 2: zoomed), and with coordinateSpace "image" the scale of the image its x, y '
+                          "are pixels of")
+    maxWidth: Annotated[int, Field(ge=16, le=10_000)] | None = Field(
+        None, description="Shrink the images this step takes to at most this width")
+    maxHeight: Annotated[int, Field(ge=16, le=10_000)] | None = Field(
+        None, description="Shrink the images this step takes to at most this height")
+    coordinateSpace: Literal["screen", "image"] = Field(
+        "screen", description='"image": the step\'s x, y are pixels of a grab of the whole screen (screen.grab, '
+                              "screen.marks, a capture) taken at this step's scale")
+
+    @model_validator(mode="after")
+    def _image_fields_fit(self) -> "_Step":
+        name = getattr(self, "type", "")
+        sized = self.scale is not None or self.maxWidth is not None or self.maxHeight is not None
+        if self.coordinateSpace == "image":
+            if not any(x is not None for _, x, _ in _points(self)):
+                raise ValueError('coordinateSpace "image" maps the step\'s x and y, and this step gives none')
+            if self.scale is None:
+                raise ValueError('coordinateSpace "image" needs scale: the scale of the image the '
+                                 "coordinates come from, as its result gave it")
+            if self.maxWidth is not None or self.maxHeight is not None:
+                raise ValueError('with coordinateSpace "image", scale alone says the image\'s size; '
+                                 "maxWidth and maxHeight are for steps that take images")
+        elif sized and name not in IMAGE_STEPS and not self.captureAfter:
+            raise ValueError("scale, maxWidth and maxHeight size the images a step takes, and this step "
+                             "takes none (add captureAfter: true, or move them to the grab)")
+        return self
+
+    @property
+    def space(self) -> ImageSpace:
+        """The image space of this step's x, y with coordinateSpace "image": a grab of the whole
+        screen at this step's scale."""
+        return ImageSpace(self.scale or 1.0)
 
 
 def _class_name(name: str) -> str:
@@ -582,7 +661,7 @@ def _allowed_fields(step: str | None, loc: list[str]) -> str:
     if step is None or not loc:
         return ""
     if len(loc) == 1:
-        return "type, params, captureAfter"
+        return "type, params, captureAfter, scale, maxWidth, maxHeight, coordinateSpace"
     params = OPERATIONS[step].params if step in OPERATIONS else None
     if loc[0] == "params" and len(loc) == 2:
         if params is None:
@@ -644,20 +723,51 @@ def _points(step: Any) -> list[tuple[str, int | None, int | None]]:
     return []
 
 
-def check_on_screen(steps: list[Any], width: int, height: int) -> None:
-    """Raise `InvalidRequest` for any coordinate outside a `width` x `height` screen."""
+def _to_screen(step: Any) -> Any:
+    """The step with its image-space x, y mapped to screen pixels (`scale_point`)."""
+    space = step.space
+
+    def mapped(model: Any) -> Any:
+        if model is None or getattr(model, "x", None) is None:
+            return model
+        x, y = scale_point(model.x, model.y, space, to="screen")
+        # Past the top or left edge stays negative here, so check_on_screen says so by name.
+        return model.model_construct(**{**dict(model), "x": x, "y": y})
+
+    params = step.params
+    if isinstance(params, DragParams):
+        params = params.model_copy(update={"to": mapped(params.to), "from_": mapped(params.from_)})
+    else:
+        params = mapped(params)
+    return step.model_copy(update={"params": params})
+
+
+def check_on_screen(steps: list[Any], width: int, height: int) -> list[Any]:
+    """The steps with image coordinates mapped to screen pixels; raise `InvalidRequest` for any
+    coordinate outside a `width` x `height` screen (after mapping)."""
     problems: list[str] = []
     first: tuple[int, str] | None = None
-    for index, step in enumerate(steps):
+    resolved = []
+    for index, given in enumerate(steps):
+        step = _to_screen(given) if given.coordinateSpace == "image" else given
+        resolved.append(step)
         where = f"operations[{index}] (step {index + 1}, {step.type})"
+        mapped = "" if step is given else f" (mapped from image pixels at scale {given.scale:g})"
         for field, x, y in _points(step):
-            if x is not None and x >= width:
-                problems.append(f"{where}: {field}.x={x} is off the screen (0 to {width - 1})")
+            if x is not None and not 0 <= x < width:
+                problems.append(f"{where}: {field}.x={x}{mapped} is off the screen (0 to {width - 1})")
                 first = first or (index + 1, f"{field}.x")
-            if y is not None and y >= height:
-                problems.append(f"{where}: {field}.y={y} is off the screen (0 to {height - 1})")
+            if y is not None and not 0 <= y < height:
+                problems.append(f"{where}: {field}.y={y}{mapped} is off the screen (0 to {height - 1})")
                 first = first or (index + 1, f"{field}.y")
         params = step.params
+        if step.type in IMAGE_STEPS or step.captureAfter:
+            grabbed = (params.width, params.height) if isinstance(params, RegionParams) else (width, height)
+            try:
+                image_scale(*grabbed, step.scale, step.maxWidth, step.maxHeight)
+            except ScaleError as exc:
+                problems.append(f"{where}: {exc}")
+                first = first or (index + 1, "scale")
         if isinstance(params, RegionParams):
             if params.left + params.width > width or params.top + params.height > height:
                 problems.append(
@@ -669,4 +779,6 @@ def check_on_screen(steps: list[Any], width: int, height: int) -> None:
         raise InvalidRequest(
             f"nothing was run; the screen is {width}x{height} now (it follows the viewer's "
             f"window, so read screen.width/height before aiming):\n" + "\n".join(problems),
-            step=step, field=field, hint="read screen.width and screen.height, then aim inside them")
+            step=step, field=field, hint="read screen.width and screen.height, then aim inside them; "
+                                         "image coordinates need the scale of their image")
+    return resolved

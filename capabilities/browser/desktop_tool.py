@@ -20,11 +20,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.from_thread
+from collections.abc import Awaitable, Callable
 from mcp_types import CallToolResult
+from PIL import Image as PILImage
+from playwright.async_api import Error as PlaywrightError
 
 from capabilities.contract import Image, ToolError, ToolSpec, failure, success
 
 from ..session import SessionInfo, SessionNotFound, read_session
+from ..png import encode_png
+from . import desktop_accessibility, desktop_marks, page_screen
+from .desktop_accessibility import Box
+from .desktop_coordinates import ImageSpace, ScaleError, image_scale
 from .desktop_display import DesktopError, DisplayConnection, Grab
 from .desktop_keys import BUTTONS, KEYS, SCROLL_BUTTONS, text_keysym
 from .desktop_ops import (
@@ -36,6 +44,9 @@ from .desktop_ops import (
     DragResult,
     ImageResult,
     KeysResult,
+    MAX_MARKS,
+    MarkResult,
+    MarksResult,
     PointResult,
     ScrollResult,
     TypedResult,
@@ -51,6 +62,7 @@ from . import desktop_native
 
 if TYPE_CHECKING:
     from .state import BrowserState
+    from .tabs import TabRegistry
 
 # Pointer animation: one motion event per frame at about 120 frames a second.
 FRAME_S = 1 / 120
@@ -60,9 +72,10 @@ DOUBLE_CLICK_GAP_S = 0.03
 
 def _description() -> str:
     operations = "\n".join(f"- {name}: {spec.doc}" for name, spec in OPERATIONS.items())
-    return f"""Use the mouse, keyboard, screen, windows and clipboard of the desktop, as a person at \
-the screen would. Use browser_execute for anything inside a web page; use this for the browser's \
-own interface, dialogs such as the file chooser, and other windows.
+    return f"""The desktop's mouse, keyboard, screen, windows and clipboard, as a person uses them \
+(web pages: browser_execute).
+
+Use it for native windows, dialogs such as the file chooser, and the browser's own interface.
 
 operations: steps, each {{type, params}}, run in order. config (optional): keyboardDelayMs \
 (default 10), mouseDelayMs (default 50), mouseSpeed (default 2000 px/s).
@@ -72,7 +85,15 @@ operations: steps, each {{type, params}}, run in order. config (optional): keybo
 Buttons: LEFT (default), MIDDLE, RIGHT. Keys (nut.js names): {", ".join(KEYS)}.
 
 Coordinates are screen pixels from the top left; the screen changes size when a viewer resizes \
-their window, so read screen.width/height before aiming. keyboard.type {{text}} presses the keys of \
+their window, so read screen.width/height before aiming. Screenshots (screen.grab, grabRegion, \
+window.capture, screen.marks, captureAfter) are sized by the step's scale (image pixels per screen \
+pixel: 0.5 half size, 2 zoomed, at most 4) and maxWidth/maxHeight; each says its width, height, scale \
+and when it was taken (at, ms since the epoch). A pointer step with coordinateSpace: "image" and the \
+scale of a whole-screen image takes x, y in that image's pixels and is aimed at the screen point they \
+show. screen.marks draws a numbered box over each interactive element of a window (native elements \
+from its accessibility tree, a web page's from the page Chromium shows) and lists them {{mark, ref, \
+role, name, box}}; mouse.click {{mark}} clicks one where it is now, in that or a later call, until the \
+next screen.marks. browser_execute's scrollTo gives a page element's box on the screen. keyboard.type {{text}} presses the keys of \
 a US layout; for other characters put the text on the clipboard (clipboard.setContent) and paste \
 it (keyboard.type {{keys: ["LeftControl", "V"]}}). keyboard.type {{keys}} presses the keys together \
 and releases them (a chord); pressKey holds keys until releaseKey or until a step fails.
@@ -93,15 +114,32 @@ needs to see it. For a large one, pass heap_memory_max_mb: 64 to run_js."""
 
 @dataclass
 class _Run:
-    """One call in progress: its config, results and images so far."""
+    """One call in progress: its config, results and images (PNGs) so far, and the step running."""
 
     config: DesktopConfig
     results: list[dict] = field(default_factory=list)
-    images: list[Grab] = field(default_factory=list)
+    images: list[bytes] = field(default_factory=list)
+    step: Any = None
 
-    def image(self, grab: Grab) -> ImageResult:
-        self.images.append(grab)
-        return ImageResult(image_index=len(self.images) - 1, width=grab.width, height=grab.height)
+    def image(self, grab: Grab, decorate: Callable[[PILImage.Image, ImageSpace], None] | None = None,
+              ) -> ImageResult:
+        """Attach a grab as a PNG, sized as the running step asks (scale, maxWidth, maxHeight);
+        `decorate(image, space)` may draw on it first."""
+        step = self.step
+        try:
+            scale = 1.0 if step is None else image_scale(grab.width, grab.height, step.scale,
+                                                         step.maxWidth, step.maxHeight)
+        except ScaleError as exc:
+            raise DesktopError(str(exc)) from exc
+        if decorate is None:
+            png, width, height = grab.encode(scale)
+        else:
+            picture = grab.image(scale)
+            decorate(picture, ImageSpace(scale, grab.left, grab.top))
+            png, (width, height) = encode_png(picture), picture.size
+        self.images.append(png)
+        return ImageResult(image_index=len(self.images) - 1, width=width, height=height,
+                           scale=round(scale, 6), at=round(grab.at * 1000))
 
 
 class DesktopController:
@@ -109,9 +147,10 @@ class DesktopController:
     reopened when the session changes or the connection breaks) and the lock that makes
     calls take turns. Owned by the server's state; `close` at shutdown."""
 
-    def __init__(self) -> None:
+    def __init__(self, pages: TabRegistry | None = None) -> None:
         self._connection: DisplayConnection | None = None
         self._native = desktop_native.NativeDesktop()
+        self._pages = pages  # Chromium's pages, for screen.marks and clicks on their marks
         self._thread_lock = threading.Lock()  # for callers outside the event loop (benchmarks)
         self._lock: anyio.Lock | None = None
 
@@ -176,11 +215,104 @@ class DesktopController:
             except BrowserError:
                 return None
 
+    def _aim(self, step: Any, display: DisplayConnection) -> Any:
+        """A click given an element ref or a mark, turned into one at the element's centre
+        (read now, so an element that moved is still hit)."""
+        params = step.params
+        ref, mark = getattr(params, "ref", None), getattr(params, "mark", None)
+        if (ref is None and mark is None) or not step.type.startswith("mouse."):
+            return step
+        if mark is not None:
+            x, y = desktop_marks.centre(self._native.marks, mark, self._native.element_center, self._page_box)
+            what = f"mark {mark}"
+        else:
+            x, y = self._native.element_center(ref)
+            what = ref
+        width, height = display.screen_size()
+        if not (0 <= x < width and 0 <= y < height):
+            raise DesktopError(f"{what} is off the screen (its centre is at {x},{y}); bring it into view first")
+        return step.model_copy(update={"params": params.model_copy(update={"x": x, "y": y})})
+
+    def _on_loop(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        """Run `fn(*args)` on the server's event loop (where Playwright's connection lives)
+        from this step's worker thread."""
+        if self._pages is None:
+            raise DesktopError("this desktop controller has no browser connection to read pages with")
+        try:
+            return anyio.from_thread.run(fn, *args)
+        except RuntimeError as exc:
+            if "worker thread" not in str(exc) and "event loop" not in str(exc):
+                raise
+            raise DesktopError("web pages can be read only from the server's own calls") from exc
+
+    def _page_box(self, page: Any, ref: str) -> Any:
+        return self._on_loop(page_screen.ref_box, page, ref)
+
+    def _browser_candidates(self, window: Any) -> tuple[list[desktop_marks.Candidate], Any]:
+        """The interactive elements of the page Chromium shows in `window`, and its viewport."""
+        async def read() -> tuple[list[desktop_marks.Candidate], Any]:
+            page = await page_screen.shown_page(await self._pages.open_pages(),
+                                                (window.x, window.y, window.width, window.height))
+            if page is None:
+                raise page_screen.PageGone(f"Chromium's window {window.id} shows no page that answers")
+            boxes, viewport = await page_screen.page_boxes(page, MAX_MARKS)
+            return [desktop_marks.Candidate(b.ref, b.role, b.name, b.box, page) for b in boxes], viewport
+
+        try:
+            return self._on_loop(read)
+        except (BrowserError, PlaywrightError, page_screen.PageGone) as exc:
+            if isinstance(exc, DesktopError):
+                raise
+            message = exc.message if isinstance(exc, (BrowserError, PlaywrightError)) else str(exc)
+            raise DesktopError(f"the page in Chromium's window could not be read: {message}") from exc
+
+    def _marks(self, display: DisplayConnection, step: Any, run: _Run) -> MarksResult:
+        p, native = step.params, self._native
+        window = native.wm.find(id=p.window if isinstance(p.window, int) else None,
+                                title=p.window if isinstance(p.window, str) else None) \
+            if p.window is not None else native.wm.active()
+        if window is None:
+            raise DesktopError("no window is active; name one: screen.marks {window: id or title words}")
+        if "minimized" in window.states:
+            raise DesktopError(f"window {window.id} ({window.title!r}) is minimized; window.focus it first")
+        width, height = display.screen_size()
+        bounds = desktop_marks.clip(Box(window.x, window.y, window.width, window.height), Box(0, 0, width, height))
+        if bounds is None:
+            raise DesktopError(f"window {window.id} ({window.title!r}) is off the screen; window.move it first")
+        chromium = "chromium" in window.wm_class.lower()
+        candidates: list[desktop_marks.Candidate] = []
+        viewport = None
+        if p.source in ("browser", "both") and chromium:
+            try:
+                candidates, viewport = self._browser_candidates(window)
+            except DesktopError:
+                if p.source == "browser":
+                    raise
+        elif p.source == "browser":
+            raise DesktopError(f"window {window.id} ({window.title!r}, {window.wm_class}) is not Chromium's; "
+                               f'mark it with source "accessibility"')
+        if p.source in ("accessibility", "both"):
+            try:
+                roots, _ = native.read(desktop_accessibility.Scope(window=window.id), None, 5000, False)
+                natives = desktop_marks.native_candidates(roots, bounds)
+            except DesktopError:
+                if p.source == "accessibility" or not candidates:
+                    raise
+                natives = []
+            if viewport is not None:  # the page's own elements come from the page
+                natives = [c for c in natives if not _inside(c.box.center, viewport)]
+            candidates += natives
+        marks, truncated = desktop_marks.number(candidates, MAX_MARKS)
+        native.marks = {m.number: m for m in marks}
+        shot = run.image(display.grab(0, 0, width, height),
+                         lambda picture, space: desktop_marks.draw(picture, marks, space))
+        return MarksResult(**shot.model_dump(), marks=[MarkResult(**m.to_json()) for m in marks])
+
     def _execute(self, request: DesktopRequest) -> CallToolResult:
         size: tuple[int, int] | None = None
         try:
             display, size = self._connect()
-            check_on_screen(request.operations, *size)
+            steps = check_on_screen(request.operations, *size)
             if any(step.type.startswith("keyboard.") for step in request.operations):
                 try:
                     display.read_keymap()  # someone may have switched the layout since
@@ -190,24 +322,27 @@ class DesktopController:
         except BrowserError as exc:
             return _result([], [], size, exc.to_tool_error())
         run = _Run(config=request.config)
-        failed = self._run_steps(display, request, run)
+        failed = self._run_steps(display, steps, run)
         try:
             size = display.screen_size()
         except DesktopError:
             self.close()
         return _result(run.results, run.images, size, failed)
 
-    def _run_steps(self, display: DisplayConnection, request: DesktopRequest, run: _Run) -> ToolError | None:
+    def _run_steps(self, display: DisplayConnection, steps: list[Any], run: _Run) -> ToolError | None:
         """Run the steps in order until one fails; returns what failed, or None. Whatever
         failed (a step, or anything raised), every key and button still held is released."""
         failed: ToolError | None = None
         try:
             native = self._native
-            for index, step in enumerate(request.operations):
+            for index, step in enumerate(steps):
+                run.step = step
                 try:
-                    step = _aim_at_ref(native, step, display)
+                    step = self._aim(step, display)
                     desktop_native.before_step(native, step)
-                    if desktop_native.handles(step.type):
+                    if step.type == "screen.marks":
+                        result = self._marks(display, step, run)
+                    elif desktop_native.handles(step.type):
                         result = desktop_native.perform(native, step, run.image)
                     else:
                         result = _perform(display, step, run)
@@ -240,16 +375,8 @@ class DesktopController:
                     self.close()
 
 
-def _aim_at_ref(native: desktop_native.NativeDesktop, step: Any, display: DisplayConnection) -> Any:
-    """A click given an element ref, turned into one at the element's centre (read now)."""
-    ref = getattr(step.params, "ref", None)
-    if ref is None or not step.type.startswith("mouse."):
-        return step
-    x, y = native.element_center(ref)
-    width, height = display.screen_size()
-    if not (0 <= x < width and 0 <= y < height):
-        raise DesktopError(f"{ref} is off the screen (its centre is at {x},{y}); bring it into view first")
-    return step.model_copy(update={"params": step.params.model_copy(update={"x": x, "y": y})})
+def _inside(point: tuple[int, int], box: Any) -> bool:
+    return box.x <= point[0] < box.x + box.width and box.y <= point[1] < box.y + box.height
 
 
 def _x_address(session: SessionInfo) -> tuple[str, str | None]:
@@ -265,13 +392,13 @@ def _jsonable(result: Any) -> Any:
     return result
 
 
-def _result(results: list[dict], images: list[Grab], size: tuple[int, int] | None,
+def _result(results: list[dict], images: list[bytes], size: tuple[int, int] | None,
             error: ToolError | None) -> CallToolResult:
     """The one place results are built: structured content, the same object as JSON text, the PNGs."""
     body: dict[str, Any] = {"results": results}
     if size is not None:
         body["screen"] = {"width": size[0], "height": size[1]}
-    pngs = [Image(grab.png) for grab in images]
+    pngs = [Image(png) for png in images]
     if error is None:
         return success(body, json.dumps(body, ensure_ascii=False), pngs)
     body["error"] = error.to_json()

@@ -20,7 +20,6 @@ from Xlib import X, Xatom, display as xdisplay, error as xerror
 from Xlib.ext import composite
 from Xlib.protocol import event as xevent
 
-from ..png import png_from_bgrx
 from ..session import SessionInfo
 from .desktop_display import DesktopError, Grab
 from .desktop_env import desktop_env
@@ -229,7 +228,9 @@ class WindowManager:
             raise WindowError(f"window {window.id} ({window.title!r}) is minimized: it has no "
                               f"pixels; window.focus it first")
         target = self._x.create_resource_object("window", window.id)
+        at = time.time()
         try:
+            root = self._root.get_geometry()
             composite.redirect_window(target, composite.RedirectAutomatic)
             self._x.sync()
             try:
@@ -252,8 +253,8 @@ class WindowManager:
         data = image.data if isinstance(image.data, (bytes, bytearray)) else bytes(image.data)
         if image.depth not in (24, 32) or len(data) < width * height * 4:
             raise WindowError(f"window {window.id} has an unusual pixel format (depth {image.depth})")
-        return Grab(png=png_from_bgrx(bytearray(data[: width * height * 4]), width, height),
-                    width=width, height=height)
+        return Grab(raw=bytearray(data[: width * height * 4]), width=width, height=height,
+                    left=window.x, top=window.y, at=at, screen=(root.width, root.height))
 
     # -- plumbing -------------------------------------------------------------------------
 

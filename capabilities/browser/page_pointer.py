@@ -17,6 +17,7 @@ from playwright.async_api import Page
 from . import page_ops as ops
 from .errors import BrowserError
 from .page_reading import shown, target
+from .page_screen import element_box
 from .page_results import RESULTS, DragResult, HoldKeyResult, KeyResult, PagePoint, ScrolledToResult, ScrollResult
 
 # Friendly key names a model tends to write, as Playwright spells them.
@@ -106,8 +107,9 @@ async def scroll(page: Page, p: ops.ScrollParams) -> ScrollResult:
 
 
 async def scroll_to(page: Page, p: ops.ClickParams) -> ScrolledToResult:
-    await page.locator(target(p)).first.scroll_into_view_if_needed(timeout=ops.CLICK_TIMEOUT_MS)
-    return ScrolledToResult(visible=shown(p))
+    """Scroll the element into view and say where it is now on the screen (for desktop_execute)."""
+    _, box = await element_box(page, target(p), ops.CLICK_TIMEOUT_MS)
+    return ScrolledToResult(visible=shown(p), screenBox=box.to_json())
 
 
 async def focus_document(page: Page) -> None:

@@ -249,7 +249,43 @@
     return render(main) + (restText.trim() ? "\n\n---\n\n" + restText.replace(/\n{3,}/g, "\n\n").trim() : "");
   }
 
+  // Where the viewport is on the screen, as the window reports it (for screen coordinates).
+  function geometry() {
+    return { sx: screenX, sy: screenY, ow: outerWidth, oh: outerHeight, iw: innerWidth, ih: innerHeight,
+             zoom: devicePixelRatio, shown: document.visibilityState === "visible", focused: document.hasFocus() };
+  }
+
+  // The part of an element's box inside the viewport, in CSS pixels; null when none is.
+  function inView(el) {
+    const r = el.getBoundingClientRect();
+    const x = Math.max(0, r.left), y = Math.max(0, r.top);
+    const right = Math.min(innerWidth, r.right), bottom = Math.min(innerHeight, r.bottom);
+    return right - x >= 1 && bottom - y >= 1 ? { x, y, width: right - x, height: bottom - y } : null;
+  }
+
+  // The interactive elements a person can see now, top to bottom (screen.marks).
+  function boxes(limit) {
+    const out = [];
+    for (const el of document.querySelectorAll("*")) {
+      if (!interactive(el) || !visible(el)) continue;
+      const box = inView(el);
+      if (!box) continue;
+      // Covered by something else (a dialog, a sticky header): a click would not reach it.
+      const hit = document.elementFromPoint(box.x + box.width / 2, box.y + box.height / 2);
+      if (hit && hit !== el && !el.contains(hit) && !hit.contains(el)) continue;
+      out.push({ ref: refOf(el), role: role(el), name: name(el), box });
+      if (out.length >= limit) break;
+    }
+    return { boxes: out, geometry: geometry() };
+  }
+
   switch (args.op) {
+    case "boxes": return boxes(args.limit);
+    case "refBox": {
+      const el = document.querySelector(`[${ATTR}="${args.ref}"]`);
+      return el ? { box: inView(el), geometry: geometry() } : { stale: true };
+    }
+    case "geometry": return geometry();
     case "readPage": return readPage(args.filter, args.depth, args.ref, args.cap);
     case "find": return find(args.query, args.limit);
     case "getText": return { text: getText(args.format), title: document.title, url: location.href };

@@ -169,6 +169,9 @@ class ScrollResult(OutputModel):
 
 class ScrolledToResult(OutputModel):
     visible: Selector
+    screenBox: dict[str, int] = Field(
+        description="{x, y, width, height} of the element on the screen, in screen pixels: where "
+                    "desktop_execute clicks it (the tab is in front during the call)")
 
 
 class KeyResult(OutputModel):

@@ -57,7 +57,9 @@ Reading a page without screenshots:
                                   the dialogs it raised
 Pointer and keys (a place is {selector} | {ref} | {x, y} in screenshot pixels):
   hover, doubleClick, tripleClick, rightClick, middleClick {place..., modifiers?: ["Shift", "Control", "Alt", "Meta"]}
-  drag {from: place, to: place}    scroll {direction, amount? (notches of 100 px), place?}    scrollTo {selector|ref}
+  drag {from: place, to: place}    scroll {direction, amount? (notches of 100 px), place?}
+  scrollTo {selector|ref}         scroll it into view; its result's screenBox is where it is on the screen (screen
+                                  pixels, for desktop_execute: the browser's own dialogs, the file chooser, extensions)
   key {text, repeat?}             chords separated by spaces: "ctrl+a Delete", "shift+Tab"
   holdKey {text, duration}        hold a key or chord for duration ms (at most 10000)
   zoom {x0, y0, x1, y1}           an enlarged PNG of a region, attached like a screenshot

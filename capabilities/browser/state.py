@@ -4,7 +4,8 @@ shutdown, that every tool call is handed.
 - `tabs`: the `TabRegistry`, the one Playwright connection to the session's Chromium and its
   named tabs (`browser_execute`);
 - `desktop`: the `DesktopController`, the one connection to the session's X display and the
-  turn every `desktop_execute` call waits for.
+  turn every `desktop_execute` call waits for; it reads Chromium's pages (screen.marks)
+  through `tabs`' connection.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from .tabs import TabRegistry
 @dataclass
 class BrowserState:
     tabs: TabRegistry = field(default_factory=TabRegistry)
-    desktop: DesktopController = field(default_factory=DesktopController)
+    desktop: DesktopController = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.desktop = DesktopController(pages=self.tabs)
 
     async def aclose(self) -> None:
         """Disconnect from Chromium (which keeps running) and from the display."""

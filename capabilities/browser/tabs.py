@@ -137,6 +137,15 @@ class TabRegistry:
             described.append({"name": tab.name, "url": page.url if open_now else tab.url, "title": title})
         return described
 
+    async def open_pages(self) -> list[Page]:
+        """Every page open in the session's Chromium, the person's own tabs too, connecting if
+        needed; [] when Chromium is not running (it is not started for this)."""
+        if self._browser is None or not self._browser.is_connected():
+            self._session = self._load_session_or_explain()
+            if not await self._endpoint_up():
+                return []
+        return list((await self._context()).pages)
+
     async def close(self, tab: NamedTab) -> None:
         """Close the tab's page and forget where it was (call inside `use`); a later call with
         the same name starts a fresh tab."""
