@@ -273,7 +273,9 @@ def test_desktop_walk_matches_the_output_schema(browser_server, tools):
     finally:
         browser_server.call("browser_execute", {"operations": [step("url")], "tab": tab, "close": True})
     assert [r["operation"] for r in data["results"]] == [op["type"] for op in DESKTOP_WALK]
-    assert data["results"][18]["result"] == {"image_index": 0, **data["screen"]}
+    shot = data["results"][18]["result"]
+    assert shot | {"at": 0} == {"image_index": 0, **data["screen"], "scale": 1, "at": 0}
+    assert abs(shot["at"] / 1000 - time.time()) < 120  # taken during this call
     assert data["results"][24]["result"] == "contract"
 
 

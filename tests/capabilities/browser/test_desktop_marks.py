@@ -1,0 +1,219 @@
+"""screen.marks on a web page, grabs scaled and zoomed, coordinates given in image pixels, and
+scrollTo's screen box, through the real browser server against the session's Chromium: the
+marks listed are the boxes drawn, and a click by mark, by image pixel or by screen box lands on
+the element the page says was pressed.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import time
+import uuid
+
+import pytest
+from PIL import Image
+
+from capabilities.browser.desktop_coordinates import ImageSpace, scale_point
+from capabilities.browser.desktop_marks import COLORS
+
+pytestmark = pytest.mark.desktop
+
+TITLE = "desktop marks"
+
+
+@pytest.fixture
+def desk(browser_server):
+    """`desk(*steps)`: one desktop_execute call; returns (is_error, body, images as PIL images)."""
+
+    def run(*steps: dict):
+        raw = browser_server.call("desktop_execute", {"operations": list(steps)})
+        body = json.loads(raw.content[0].text)
+        images = [Image.open(io.BytesIO(base64.b64decode(c.data))) for c in raw.content[1:] if c.type == "image"]
+        return bool(raw.is_error), body, images
+
+    return run
+
+
+class MarksPage:
+    """tests/pages/desktop_marks.html in a tab of its own, its window in front."""
+
+    def __init__(self, run_page, desk, url: str) -> None:
+        self.run_page, self.desk = run_page, desk
+        self.tab = f"marks-{uuid.uuid4().hex[:8]}"
+        run = run_page([{"type": "navigate", "params": {"url": url}}], tab=self.tab)
+        assert not run.is_error, run.summary
+        self.front()
+
+    def front(self) -> None:
+        failed, body, _ = self.desk({"type": "window.focus", "params": {"title": TITLE}},
+                                    {"type": "screen.waitStable", "params": {"ms": 300, "timeout": 10000}})
+        assert not failed, body
+
+    def eval(self, script: str):
+        run = self.run_page([{"type": "evaluate", "params": {"script": script}}], tab=self.tab)
+        assert not run.is_error, run.summary
+        return run.result(1)
+
+    def clicked(self, timeout: float = 10.0) -> list[str]:
+        """What the page saw pressed, once it saw anything (input reaches it asynchronously)."""
+        deadline = time.monotonic() + timeout
+        while not (seen := self.eval("window.clicked")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return seen
+
+    def close(self) -> None:
+        self.run_page([{"type": "url", "params": {}}], tab=self.tab, close=True)
+
+
+@pytest.fixture
+def marks_page(run_page, desk, pages_server):
+    page = MarksPage(run_page, desk, pages_server.url("/desktop_marks.html"))
+    yield page
+    page.close()
+
+
+def drawn(image: Image.Image, mark: dict, scale: float) -> bool:
+    """Whether the mark's box is drawn in its colour: its left edge, in image pixels, carries
+    the colour somewhere along the box's height."""
+    box = mark["box"]
+    space = ImageSpace(scale)
+    x0, y0 = scale_point(box["x"], box["y"], space, to="image")
+    _, y1 = scale_point(box["x"], box["y"] + box["height"], space, to="image")
+    color = COLORS[mark["mark"] % len(COLORS)]
+    rgb = image.convert("RGB")
+    return any(rgb.getpixel((x0, y)) == color for y in range(max(0, y0), min(rgb.height, y1)))
+
+
+def test_page_marks_are_the_boxes_drawn_and_a_click_by_mark_lands(marks_page, desk):
+    """The acceptance on a page: every interactive element a person sees is numbered, each box
+    listed is drawn in the image, and mouse.click {mark} in a later call presses that element."""
+    failed, body, images = desk({"type": "screen.marks", "params": {"window": TITLE, "source": "browser"}})
+    assert not failed, body
+    result = body["results"][0]["result"]
+    marks = result["marks"]
+    by_name = {m["name"]: m for m in marks}
+    assert {"Alpha", "Bravo", "Charlie", "Your name", "More"} <= set(by_name), marks
+    assert "Hidden" not in by_name
+    assert [m["mark"] for m in marks] == list(range(1, len(marks) + 1))
+    assert all(m["ref"].startswith("ref_") for m in marks)
+    image = images[result["image_index"]]
+    assert image.size == (result["width"], result["height"]) == (body["screen"]["width"], body["screen"]["height"])
+    undrawn = [m for m in marks if not drawn(image, m, result["scale"])]
+    assert not undrawn, undrawn
+    # Alpha is left of Bravo on the same row: numbered in reading order.
+    assert by_name["Alpha"]["mark"] < by_name["Bravo"]["mark"] < by_name["Charlie"]["mark"]
+
+    failed, body, _ = desk({"type": "mouse.click", "params": {"mark": by_name["Bravo"]["mark"]}})
+    assert not failed, body
+    assert marks_page.clicked() == ["bravo"]
+    box = by_name["Bravo"]["box"]
+    click = body["results"][0]["result"]
+    assert box["x"] <= click["x"] < box["x"] + box["width"] and box["y"] <= click["y"] < box["y"] + box["height"]
+
+
+def test_marks_drawn_on_a_half_size_image_match_their_list(marks_page, desk):
+    """maxWidth shrinks the marked image; the boxes are drawn where the list says, scaled."""
+    failed, body, images = desk({"type": "screen.marks", "params": {"window": TITLE}, "maxWidth": 640})
+    assert not failed, body
+    result = body["results"][0]["result"]
+    assert result["width"] == 640 and result["scale"] == pytest.approx(640 / body["screen"]["width"])
+    assert images[0].size == (result["width"], result["height"])
+    undrawn = [m for m in result["marks"] if not drawn(images[0], m, result["scale"])]
+    assert not undrawn, undrawn
+
+
+def test_coordinates_in_a_half_size_image_land_on_the_right_element(marks_page, desk, run_page):
+    """A point read off a half-size grab, given with coordinateSpace "image" and the grab's
+    scale, is mapped back to the screen and presses the element under it."""
+    failed, body, images = desk({"type": "screen.grab", "scale": 0.5})
+    assert not failed, body
+    shot = body["results"][0]["result"]
+    assert shot["scale"] == 0.5 and images[0].size == (shot["width"], shot["height"])
+    assert (shot["width"], shot["height"]) == (body["screen"]["width"] // 2, body["screen"]["height"] // 2)
+    charlie = run_page([{"type": "scrollTo", "params": {"selector": "#charlie"}}], tab=marks_page.tab).result(1)
+    box = charlie["screenBox"]
+    x, y = scale_point(box["x"] + box["width"] // 2, box["y"] + box["height"] // 2, ImageSpace(0.5), to="image")
+    marks_page.front()
+    failed, body, _ = desk({"type": "mouse.click", "params": {"x": x, "y": y}, "coordinateSpace": "image",
+                            "scale": 0.5})
+    assert not failed, body
+    assert marks_page.clicked() == ["charlie"]
+    click = body["results"][0]["result"]
+    assert box["x"] <= click["x"] < box["x"] + box["width"] and box["y"] <= click["y"] < box["y"] + box["height"]
+
+
+def test_scroll_to_reports_the_screen_box_a_desktop_click_lands_in(marks_page, desk, run_page):
+    """browser_execute gives an element's box in screen pixels; desktop_execute clicking its
+    centre presses that element (the route to what the page cannot reach)."""
+    box = run_page([{"type": "scrollTo", "params": {"selector": "#alpha"}}], tab=marks_page.tab).result(1)["screenBox"]
+    assert set(box) == {"x", "y", "width", "height"} and (box["width"], box["height"]) == (140, 48)
+    marks_page.front()
+    failed, body, _ = desk({"type": "mouse.click", "params": {"x": box["x"] + 70, "y": box["y"] + 24}})
+    assert not failed, body
+    assert marks_page.clicked() == ["alpha"]
+
+
+def test_a_zoomed_grab_is_larger_and_an_absurd_one_is_refused(desk):
+    """scale > 1 zooms a region; a zoom past the pixel limit is refused before anything runs."""
+    failed, body, images = desk({"type": "screen.grabRegion", "params": {"left": 10, "top": 10, "width": 100,
+                                                                          "height": 50}, "scale": 3})
+    assert not failed, body
+    assert images[0].size == (300, 150) and body["results"][0]["result"]["scale"] == 3
+    failed, body, _ = desk({"type": "mouse.move", "params": {"x": 5, "y": 5}},
+                           {"type": "screen.grab", "scale": 4})
+    assert failed and body["error"]["kind"] == "invalid_arguments" and body["error"]["step"] == 2, body
+    assert "zoom into a smaller region" in body["error"]["message"] and body["results"] == []
+
+
+@pytest.mark.parametrize("step, says", [
+    ({"type": "screen.grab", "scale": 0}, "greater than or equal to 0.01"),
+    ({"type": "screen.grab", "scale": 1000}, "less than or equal to 4"),
+    ({"type": "screen.grab", "maxWidth": 2}, "greater than or equal to 16"),
+    ({"type": "keyboard.type", "params": {"text": "a"}, "scale": 0.5}, "takes none"),
+    ({"type": "mouse.click", "params": {"x": 1, "y": 1}, "coordinateSpace": "image"}, "needs scale"),
+    ({"type": "mouse.click", "coordinateSpace": "image", "scale": 0.5}, "gives none"),
+    ({"type": "mouse.click", "params": {"x": 1, "y": 1}, "coordinateSpace": "image", "scale": 0.5,
+      "maxWidth": 100}, "scale alone"),
+    ({"type": "mouse.click", "params": {"x": 1, "y": 1}, "coordinateSpace": "pixels"}, "coordinateSpace"),
+    ({"type": "mouse.click", "params": {"mark": 0}}, "params.mark"),
+    ({"type": "mouse.click", "params": {"mark": 3, "x": 1, "y": 1}}, "one of them"),
+    ({"type": "screen.marks", "params": {"sourc": "browser"}}, "unknown field 'params.sourc'"),
+    ({"type": "screen.marks", "params": {"source": "ocr"}}, "params.source"),
+    ({"type": "screen.marks", "origin": {"x": 1, "y": 1}}, "unknown field 'origin'"),
+])
+def test_bad_image_and_mark_fields_are_refused_by_name(desk, step, says):
+    """Each hostile field is refused before anything runs, with a message naming it."""
+    failed, body, _ = desk({"type": "mouse.getPosition"}, step)
+    assert failed and body["error"]["kind"] == "invalid_arguments", body
+    assert body["error"]["step"] == 2 and says in body["error"]["message"], body["error"]["message"]
+    assert body["results"] == []
+
+
+def test_image_coordinates_off_the_screen_after_mapping_are_refused(desk):
+    """A point inside the image's numbers but outside the screen once mapped is refused by field."""
+    failed, body, _ = desk({"type": "screen.width"})
+    width = body["results"][0]["result"]
+    failed, body, _ = desk({"type": "mouse.click", "params": {"x": width // 2 + 10, "y": 5},
+                            "coordinateSpace": "image", "scale": 0.5})
+    assert failed and body["error"]["kind"] == "invalid_arguments", body
+    assert body["error"]["field"] == "params.x" and "mapped from image pixels at scale 0.5" in body["error"]["message"]
+
+
+def test_unknown_and_stale_marks_fail_as_not_found(marks_page, desk, run_page):
+    """A mark number the last list did not give, or whose element left the page, fails the step
+    with not_found and says to take the marks again."""
+    failed, body, _ = desk({"type": "screen.marks", "params": {"window": TITLE, "source": "browser"}})
+    assert not failed, body
+    marks = body["results"][0]["result"]["marks"]
+    failed, body, _ = desk({"type": "mouse.click", "params": {"mark": len(marks) + 1}})
+    assert failed and body["error"]["kind"] == "not_found", body
+    assert f"numbered 1 to {len(marks)}" in body["error"]["message"]
+    run = run_page([{"type": "setContent", "params": {"html": "<title>desktop marks</title><p>gone</p>"}}],
+                   tab=marks_page.tab)
+    assert not run.is_error, run.summary
+    failed, body, _ = desk({"type": "mouse.click", "params": {"mark": marks[0]["mark"]}})
+    assert failed and body["error"]["kind"] == "not_found", body
+    assert "no longer" in body["error"]["message"] and "screen.marks again" in body["error"]["message"]
+    assert body["results"][0]["screenshot"]["scale"] == 1
