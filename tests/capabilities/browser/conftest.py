@@ -12,6 +12,9 @@ Shared by both tool families; keep fixtures small and additive.
 - `run_page(operations, tab=..., close=...)` / `run_pages([arguments, ...])` (session): one
   browser_execute call / several at once, read into `PageRun` (.summary, .body, .results,
   .result(step), .images as PNG bytes, .is_error).
+- `session_exec` (session): the exec server (`python -m capabilities.exec`) of the same session,
+  started as the runtime starts it (as the desktop user when we are root), to check what a
+  desktop step did through another capability: `.read_file(path)` cats a file through exec.
 - `browser_kit` (session): helpers for tests, since conftest modules cannot be imported:
   `.BrowserServer`, `.read` (a CallToolResult into a PageRun) and `.chromium_pid(info)`, the
   session's Chromium browser process (found by its profile dir), for tests that kill it.
@@ -22,8 +25,11 @@ from __future__ import annotations
 import base64
 import json
 import os
+import pwd
+import shutil
 import sys
 import tempfile
+import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,8 +50,13 @@ REPO = Path(__file__).resolve().parents[3]
 class BrowserServer:
     """A real `python -m capabilities.browser` over stdio with a synchronous face."""
 
-    def __init__(self, env: dict[str, str], log_path: Path | None = None) -> None:
+    def __init__(self, env: dict[str, str], log_path: Path | None = None,
+                 module: str = "capabilities.browser", run_as: int | None = None) -> None:
+        """`module`: the capability server to start; `run_as`: a uid to start it as (through
+        setpriv, as the runtime does when it is root)."""
         self.env = env
+        self.module = module
+        self.run_as = run_as
         self._own_log = log_path is None  # a temporary log, removed at exit
         if log_path is None:
             fd, name = tempfile.mkstemp(prefix="browser-server-", suffix=".log")
@@ -69,9 +80,13 @@ class BrowserServer:
 
     @asynccontextmanager
     async def _connected(self):
-        params = StdioServerParameters(
-            command=sys.executable, args=["-m", "capabilities.browser"], env=self.env, cwd=str(REPO)
-        )
+        command, args = sys.executable, ["-m", self.module]
+        if self.run_as is not None and os.getuid() == 0 and self.run_as != 0:
+            user = pwd.getpwuid(self.run_as)
+            command, args = shutil.which("setpriv"), [
+                f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--init-groups", "--no-new-privs",
+                "--inh-caps=-all", "--bounding-set=-all", "--", command, *args]
+        params = StdioServerParameters(command=command, args=args, env=self.env, cwd=str(REPO))
         async with stdio_client(params, errlog=self._log) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
@@ -124,6 +139,38 @@ def browser_server(browser_desktop):
     """The browser capability server over stdio against the session (session-scoped)."""
     with BrowserServer(browser_desktop.env) as server:
         yield server
+
+
+class SessionExec:
+    """The session's exec server, used to read back what desktop steps changed."""
+
+    def __init__(self, server: BrowserServer) -> None:
+        self.server = server
+
+    def read_file(self, path: Path, timeout: float = 30.0) -> str:
+        """The file's text as a program the desktop user runs (cat) prints it."""
+        started = self.server.call("exec", {"bin": "cat", "args": [str(path)], "timeout": 30})
+        assert not started.is_error, started.content[0].text
+        command = started.structured_content["id"]
+        logs, offset, deadline = [], 0, time.monotonic() + timeout
+        while True:
+            read = self.server.call("stream_logs", {"id": command, "offset": offset})
+            assert not read.is_error, read.content[0].text
+            body = read.structured_content
+            logs.append(body["logs"])
+            offset = body["next_offset"]
+            if body["status"] != "running" and not body["more"]:
+                assert body["status"] == "completed:0", (body["status"], "".join(logs))
+                return "".join(logs)
+            assert time.monotonic() < deadline, f"cat {path} still running after {timeout} s"
+            time.sleep(0.05)
+
+
+@pytest.fixture(scope="session")
+def session_exec(browser_desktop):
+    """The exec server of the desktop session (as the desktop user when we are root)."""
+    with BrowserServer(browser_desktop.env, module="capabilities.exec", run_as=browser_desktop.info.uid) as server:
+        yield SessionExec(server)
 
 
 def session_chromium_pid(info: SessionInfo) -> int | None:
