@@ -528,6 +528,7 @@ async def attempt(runtime: Runtime, task: Attempt, ctx: Context, outcome: Outcom
 
 async def sizes(runtime: Runtime) -> None:
     """Part 1: what the model reads before it acts."""
+    first = await runtime.session.list_tools()
     listed = await runtime.run_js("JSON.stringify(await mcp.listTools())")
     if listed.is_error:
         raise SystemExit(f"mcp.listTools() failed: {_text(listed)[:600]}")
@@ -538,9 +539,12 @@ async def sizes(runtime: Runtime) -> None:
     total = len(answer.model_dump_json(by_alias=True, exclude_none=True).encode())
     print("1. What the model reads before it acts (bytes)")
     print(f"  tools/list answer (JSON)                     {total:8d}")
+    at_start = len(first.model_dump_json(by_alias=True, exclude_none=True).encode())
+    if at_start != total:
+        print(f"  tools/list answer at start, before every server's tools were known {at_start:8d}")
     for name in ("run_js", "run_py"):
         print(f"  {name} description                          {len((tools[name].description or '').encode()):8d}")
-    print(f"  {'built-in tool':<32} {'declaration':>11} {'compact':>8} {'JSON schemas':>13}")
+    print(f"  {'built-in tool':<42} {'declaration':>11} {'compact':>8} {'JSON schemas':>13}")
     sums = [0, 0, 0]
     for server in BUILTIN:
         for tool in servers.get(server, []):
@@ -550,8 +554,8 @@ async def sizes(runtime: Runtime) -> None:
                                       if tool.get(key) is not None}).encode())
             for i, value in enumerate((full, compact, schemas)):
                 sums[i] += value
-            print(f"  {server + '.' + tool['name']:<32} {full:11d} {compact:8d} {schemas:13d}")
-    print(f"  {'all built-in tools':<32} {sums[0]:11d} {sums[1]:8d} {sums[2]:13d}")
+            print(f"  {server + '.' + tool['name']:<42} {full:11d} {compact:8d} {schemas:13d}")
+    print(f"  {'all built-in tools':<42} {sums[0]:11d} {sums[1]:8d} {sums[2]:13d}")
     print("  (declaration: mcp.describe's full TypeScript; compact: as run_js's description carries it;")
     print("   JSON schemas: name, description, inputSchema, outputSchema as a server's own tools/list sends them)")
     missing = [server for server in BUILTIN if not servers.get(server)]
