@@ -102,16 +102,18 @@ def _js(client, body: str, timeout: float = 120) -> dict:
     return json.loads(outcome.text.strip().splitlines()[-1])
 
 
-def _server_pids(data_dir: Path) -> dict[str, list[int]]:
-    """Capability server processes of the session at `data_dir` (not other tests' servers)."""
+def _server_pids(token: str) -> dict[str, list[int]]:
+    """Capability server processes started by the runtime holding `token` (not other tests'
+    servers, which may serve the same session): their parent's environment holds it."""
     found: dict[str, list[int]] = {}
-    marker = f"CODEDESK_DATA={data_dir}".encode()
+    marker = f"CODEDESK_TOKEN={token}".encode()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
-            environ = (entry / "environ").read_bytes().split(b"\0")
+            parent = (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+            environ = Path(f"/proc/{parent}/environ").read_bytes().split(b"\0")
         except OSError:
             continue
         if marker not in environ:
@@ -130,10 +132,10 @@ def _status_field(pid: int, field: str) -> str:
 
 
 @needs_root
-def test_every_capability_server_runs_as_the_desktop_user_without_privileges(hostile, desktop_session):
+def test_every_capability_server_runs_as_the_desktop_user_without_privileges(hostile, desktop_session, token):
     """A script drives the capability servers: none of them may be root or able to become it."""
     _js(hostile, 'await mcp.listTools(); JSON.stringify({ok: true})')
-    servers = _server_pids(desktop_session.data_dir)
+    servers = _server_pids(token)
     assert set(servers) >= {"browser", "exec", "documents"}, servers
     for name, pids in servers.items():
         for pid in pids:
