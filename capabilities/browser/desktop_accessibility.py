@@ -651,7 +651,9 @@ def pick_windows(windows: list[Element], scope: Scope, active_hint: WindowHint |
 
 
 def _match(windows: list[Element], hint: WindowHint) -> list[Element]:
-    by_title = [w for w in windows if w.name and w.name == hint.title]
+    # Titles compared as words: a toolkit may trim what the window manager shows ("Terminal - ").
+    title = " ".join(hint.title.split())
+    by_title = [w for w in windows if w.name and " ".join(w.name.split()) == title]
     if len(by_title) == 1:
         return by_title
 
@@ -663,7 +665,9 @@ def _match(windows: list[Element], hint: WindowHint) -> list[Element]:
 
     candidates = by_title or windows
     best = min(candidates, key=distance, default=None)
-    if best is None or distance(best) > 64:
+    # The accessible frame may include the window manager's decorations around the X client
+    # area (a title bar and borders: some tens of pixels).
+    if best is None or distance(best) > 128:
         return by_title[:1]
     return [best]
 

@@ -143,6 +143,8 @@ DESKTOP_WALK = [
     {"type": "clipboard.setContent", "params": {"text": "contract"}},
     {"type": "clipboard.getContent"},
     {"type": "sleep", "params": {"ms": 1}},
+    {"type": "screen.grab", "maxWidth": 640, "maxHeight": 640},
+    {"type": "mouse.move", "params": {"x": 300, "y": 200}, "coordinateSpace": "image", "scale": 0.5},
 ]
 
 # The native-window operations, walked on a terminal of their own in two calls (the second acts on
@@ -158,6 +160,7 @@ NATIVE_WALK = [
     {"type": "screen.waitStable", "params": {"ms": 200, "timeout": 10000}},
     {"type": "accessibility.tree", "params": {"maxElements": 50}},
     {"type": "accessibility.waitFor", "params": {"role": "terminal", "timeout": 10000}},
+    {"type": "screen.marks", "params": {"window": "Terminal"}, "scale": 0.5},
     {"type": "accessibility.find", "params": {"role": "terminal", "window": "Terminal"}},
 ]
 NATIVE_ACT = [
@@ -277,6 +280,7 @@ def test_desktop_walk_matches_the_output_schema(browser_server, tools):
     assert shot | {"at": 0} == {"image_index": 0, **data["screen"], "scale": 1, "at": 0}
     assert abs(shot["at"] / 1000 - time.time()) < 120  # taken during this call
     assert data["results"][24]["result"] == "contract"
+    assert data["results"][26]["result"]["scale"] == 0.5 and data["results"][27]["result"] == {"x": 601, "y": 401}
 
 
 def test_native_walk_matches_the_output_schema(browser_server, tools):
@@ -284,6 +288,8 @@ def test_native_walk_matches_the_output_schema(browser_server, tools):
     result = browser_server.call("desktop_execute", {"operations": NATIVE_WALK})
     assert not result.is_error, result.content[0].text[:2000]
     data = check(tools["desktop_execute"], result)
+    marks = data["results"][-2]["result"]
+    assert marks["scale"] == 0.5 and all(m["ref"].startswith("a_") for m in marks["marks"])
     ref = data["results"][-1]["result"]["elements"][0]["ref"]
     acts = [{**op, "params": {**op["params"], "ref": ref}} if op["type"] == "accessibility.act" else op
             for op in NATIVE_ACT]
