@@ -72,10 +72,10 @@ DOUBLE_CLICK_GAP_S = 0.03
 
 def _description() -> str:
     operations = "\n".join(f"- {name}: {spec.doc}" for name, spec in OPERATIONS.items())
-    return f"""The desktop's mouse, keyboard, screen, windows and clipboard, as a person uses them \
-(web pages: browser_execute).
+    return f"""The desktop's mouse, keyboard, screen, windows and clipboard, as a person uses them.
 
-Use it for native windows, dialogs such as the file chooser, and the browser's own interface.
+Use it for native windows, dialogs such as the file chooser, and the browser's own interface; use \
+browser_execute for anything inside a web page.
 
 operations: steps, each {{type, params}}, run in order. config (optional): keyboardDelayMs \
 (default 10), mouseDelayMs (default 50), mouseSpeed (default 2000 px/s).
