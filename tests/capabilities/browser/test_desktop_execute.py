@@ -566,7 +566,7 @@ def test_description_and_schema_list_every_operation_and_key(browser_server):
     names = {item["properties"]["type"]["const"] for item in items}
     assert {"mouse.drag", "keyboard.type", "screen.grabRegion", "clipboard.setContent",
             "getWindows", "sleep"} <= names
-    assert len(names) == 40  # the spec's 25, then the native-window steps (accessibility, window, apps, waits)
+    assert len(names) == 41  # the spec's 25, then the native-window steps (accessibility, window, apps, waits, marks)
     done = tool.output_schema["anyOf"][0]["properties"]["results"]["items"]["oneOf"]
     assert {item["properties"]["operation"]["const"] for item in done} == names
     assert "vision" not in tool.description

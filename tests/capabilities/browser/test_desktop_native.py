@@ -159,7 +159,7 @@ def test_native_steps_refuse_unknown_fields_and_bad_refs_by_name(desk):
     failed, body, _ = desk({"type": "window.focus", "params": {}})
     assert failed and "give id or title" in body["error"]["message"]
     failed, body, _ = desk({"type": "mouse.click", "params": {"ref": "a_1", "x": 1, "y": 1}})
-    assert failed and "not both" in body["error"]["message"]
+    assert failed and "one of them" in body["error"]["message"]
 
 
 def test_a_ref_never_given_out_and_a_vanished_window_fail_as_not_found(desk):
