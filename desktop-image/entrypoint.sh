@@ -50,9 +50,11 @@ if [ "${CODEDESK_RUNTIME:-on}" = off ]; then
   sleep infinity &
 else
   runtime_home="$(getent passwd "$RUNTIME_USER" | cut -d: -f6)"
-  setpriv --reuid="$RUNTIME_USER" --regid="$RUNTIME_USER" --init-groups \
+  # setpriv execs codedesk itself: on a host whose Python lives under /root (pyenv), a later
+  # exec by another program (env) as the unprivileged user is refused, setpriv's is not.
+  env HOME="$runtime_home" USER="$RUNTIME_USER" LOGNAME="$RUNTIME_USER" \
+    setpriv --reuid="$RUNTIME_USER" --regid="$RUNTIME_USER" --init-groups \
       --no-new-privs --inh-caps=-all --bounding-set=-all -- \
-    env HOME="$runtime_home" USER="$RUNTIME_USER" LOGNAME="$RUNTIME_USER" \
     .venv/bin/codedesk serve --http "0.0.0.0:${HTTP_PORT}" --start-servers &
 fi
 serve_pid=$!
