@@ -46,14 +46,12 @@ while (status === "running") {
 console.log(status, logs); // "completed:0" and the listing"""
 
 ORIENTATION = """\
-The desktop: one X display (XFCE, a panel at the bottom; Chromium, a terminal, Thunar, Mousepad, \
-an image viewer), 1280x800 at first; it follows the viewer's window between 320x200 and 2560x1600, \
-so read the size (desktop_execute screen.width / screen.height) before aiming at pixels. People may \
-watch and use the same screen.
-Files: the desktop user's home is <data>/home (programs start there; "~" in documents paths); \
-downloads land in /data/chrome/Downloads; /data is the session's data directory. documents reads and \
-writes only under the home and the data directory; exec programs reach what the desktop user can; \
-browser upload takes files from the home or the data directory.
+The desktop: one X display (XFCE; Chromium, a terminal, Thunar, Mousepad, an image viewer), \
+1280x800 at first, following the viewer's window (320x200 to 2560x1600): read its size before aiming \
+at pixels. People may watch and use the same screen.
+Files: /data is the session's data directory; the desktop user's home is /data/home (programs \
+start there; "~" in documents paths); downloads land in /data/chrome/Downloads. documents and browser \
+uploads take paths under the home or /data; programs reach what the desktop user can.
 What persists between runs: named browser tabs (with their pages), files, exec commands and their \
 logs (7 days). What does not: your script's variables; each run starts fresh.
 Which capability: browser_execute for anything inside a web page (selectors and refs, no pixels); \
@@ -117,19 +115,16 @@ def run_js_description(servers: Sequence[str], tools: ToolsByServer, builtin: Co
         "Screenshots and tool results go to your script, not to you: attach what you must see.",
         ORIENTATION,
         "Guest API:\n"
-        "- await tools.<server>.<tool>(args): the typed functions declared below. They resolve to the "
-        "tool's structured result; a failed call throws a ToolError with kind, message, step?, field?, "
-        "hint? (and .result, the raw result, e.g. a browser step's screenshot).\n"
+        "- await tools.<server>.<tool>(args): the typed functions declared below; they resolve to the "
+        "structured result, or throw a ToolError (kind, message, step?, field?, hint?, result).\n"
         "- await tools.exec.run({bin, args?, timeout, cwd?, env?}) -> {id, status, logs}: starts a "
         "program and waits for it (status \"completed:0\" on success).\n"
-        "- await mcp.callTool(server, tool, args) -> {content: [{type: \"text\", text} | {type: \"image\", "
-        "data, mimeType}], isError, structuredContent?}: the raw form; a tool's own failure is returned "
-        "with isError: true.\n"
+        "- await mcp.callTool(server, tool, args) -> {content, isError, structuredContent?}: the raw form "
+        "(content: text and image blocks); a tool's own failure is returned with isError: true.\n"
         "- await mcp.listTools(server?), await mcp.describe(server, tool?): the servers' tools, and their "
         "full declarations as text.\n"
-        "- A bridge failure (unknown server or tool, server down, args not an object) throws an Error.\n"
-        "- console.log / info / warn / error / debug; artifact(x): attach an image block (e.g. "
-        "result.content[1] of a screenshot) or text to the result.\n"
+        "- A bridge failure (unknown server or tool, server down) throws an Error.\n"
+        "- console.log / info / warn / error / debug; artifact(x): attach an image block or text to the result.\n"
         "- setTimeout / setInterval and their clear*, top-level await, JSON, TextEncoder/Decoder, atob/btoa. "
         "Nothing else reaches out: no fetch, require, filesystem, network, environment or process.",
         _limits_text("heap_memory_max_mb", HEAP_MEMORY_MAX_MB_RANGE, "the JavaScript heap"),
@@ -166,17 +161,12 @@ def run_py_description(servers: Sequence[str], tools: ToolsByServer, builtin: Co
         "value of its last expression (strings as they are, other values as JSON); images attached with "
         "artifact() follow as image blocks. Tool results go to your script, not to you. The desktop, "
         "its files, what persists between runs and which capability to use: as run_js's description says.",
-        "Guest API:\n"
-        "- tools.<server>.<tool>(**args): the typed functions declared below (they block until the tool "
-        "answers). They return the tool's structured result as a dict; a failed call raises ToolError "
-        "with .kind, .message, .step, .field, .hint and .result (the raw result).\n"
-        "- tools.exec.run(bin=..., args=[...], timeout=60) -> {\"id\", \"status\", \"logs\"}: starts a "
-        "program and waits for it (status \"completed:0\" on success).\n"
-        "- mcp.call_tool(server, tool, args: dict) -> {\"content\": [...], \"isError\": bool, "
-        "\"structuredContent\"?: ...}: the raw form; mcp.call_tools([(server, tool, args), ...]) runs "
-        "calls concurrently.\n"
-        "- mcp.list_tools(server=None), mcp.describe(server, tool=None): the servers' tools, and their "
-        "full declarations as text.\n"
+        "Guest API (as run_js's, in Python, blocking):\n"
+        "- tools.<server>.<tool>(**args) -> the structured result (a dict); a failed call raises "
+        "ToolError (.kind, .message, .step, .field, .hint, .result).\n"
+        "- tools.exec.run(bin=..., args=[...], timeout=60) -> {\"id\", \"status\", \"logs\"}.\n"
+        "- mcp.call_tool(server, tool, args) -> the raw result dict; mcp.call_tools([(server, tool, args), "
+        "...]) runs calls concurrently; mcp.list_tools(server=None); mcp.describe(server, tool=None).\n"
         "- print(...) and sys.stderr for output; artifact(x) attaches an image block or text to the result.\n"
         "Nothing else reaches out: no network, no host filesystem, no subprocesses.",
         _limits_text("memory_max_mb", MEMORY_MAX_MB_RANGE, "the interpreter's memory"),

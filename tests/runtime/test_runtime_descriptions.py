@@ -56,7 +56,8 @@ def test_unknown_servers_point_to_describe() -> None:
 def test_py_description_uses_python_spelling() -> None:
     """run_py's description speaks Python: call_tool, call_tools, list_tools, Python stubs."""
     text = run_py_description(["test", "exec"], TOOLS, builtin={"test"})
-    for needle in ("mcp.call_tool(server, tool, args: dict)", "mcp.call_tools([(server, tool, args), ...])",
+    for needle in ("mcp.call_tool(server, tool, args)", "mcp.call_tools([(server, tool, args), ...])",
+                   "tools.<server>.<tool>(**args)", "ToolError", "tools.exec.run(bin=",
                    "mcp.list_tools(server=None)", "memory_max_mb", "class tools:", "class test:",
                    "def echo(*, text) -> dict: ...", 'mcp.describe("exec")'):
         assert needle in text, needle
