@@ -33,6 +33,9 @@ _INDENT = "  "
 GUEST_TS_PRELUDE = """\
 /** A content block of a raw MCP result. */
 type ContentBlock = {type: "text", text: string} | {type: "image", data: string, mimeType: string};
+/** A union of objects told apart by the constant field D, each with its own field P:
+ * Tagged<"operation", "result", {url: {url: string}}> is {operation: "url", result: {url: string}}. */
+type Tagged<D extends string, P extends string, M> = {[K in keyof M]: {[k in D]: K} & {[k in P]: M[K]}}[keyof M];
 /** The image blocks of a result; its structured fields point at them by `image_index`. */
 type WithImages = {images?: {type: "image", data: string, mimeType: string}[]};
 /** The raw result of mcp.callTool. */
@@ -222,6 +225,13 @@ def _ts(schema: Any, root: dict[str, Any], depth: int, ctx: _Render, optional: b
                 shared = _ts({"type": "object", "properties": common[0], "required": common[1]}, root, depth, ctx)
                 union = _ts({key: rests}, root, depth, ctx)
                 return f"{shared} & ({union}\n)" if "\n" in union else f"{shared} & ({union})"
+            tagged = _tagged(branches)
+            if tagged:  # `Tagged<"operation", "result", {navigate: T, ...}>`: each tag said once
+                tag, payload, members = tagged
+                lines = [f"{json.dumps(name)}: {_ts(sub, root, depth + 1, ctx)};".replace("\n", "\n  ")
+                         for name, sub in members]
+                return (f"Tagged<{json.dumps(tag)}, {json.dumps(payload)}, {{\n"
+                        + "\n".join("  " + line for line in lines) + "\n}>")
             parts = list(dict.fromkeys(_ts(b, root, depth, ctx) for b in branches))
             if len(parts) == 1:
                 return parts[0]
@@ -286,6 +296,30 @@ def _factor(branches: list[Any]) -> tuple[tuple[dict[str, Any], list[str]] | Non
     rests = [{**b, "properties": {k: v for k, v in b["properties"].items() if k not in shared},
               "required": [k for k in b.get("required", []) if k not in shared]} for b in objects]
     return common, rests
+
+
+def _tagged(branches: list[Any]) -> tuple[str, str, list[tuple[str, Any]]] | None:
+    """For a union of three or more objects of two required fields, one a distinct string
+    constant (the tag) and the other the same name in each (the payload): the tag's name, the
+    payload's, and each tag with its payload's schema."""
+    if len(branches) < 3:
+        return None
+    names: set[tuple[str, str]] = set()
+    members: list[tuple[str, Any]] = []
+    for branch in branches:
+        props = branch.get("properties") if isinstance(branch, dict) else None
+        if not isinstance(props, dict) or len(props) != 2 or set(branch.get("required", [])) != set(props):
+            return None
+        tags = [k for k, v in props.items() if isinstance(v, dict) and isinstance(v.get("const"), str)]
+        if len(tags) != 1:
+            return None
+        (payload,) = [k for k in props if k != tags[0]]
+        names.add((tags[0], payload))
+        members.append((props[tags[0]]["const"], props[payload]))
+    if len(names) != 1 or len({name for name, _ in members}) != len(members):
+        return None
+    (tag, payload), = names
+    return tag, payload, members
 
 
 def _describe(schema: dict[str, Any]) -> str:

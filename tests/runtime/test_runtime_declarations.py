@@ -56,3 +56,18 @@ def test_the_error_branch_is_not_part_of_the_success_type():
     branch = success_schema(READ["outputSchema"])
     assert set(branch["properties"]) == {"text", "tree"} and "$defs" in branch
     assert success_schema(None) is None
+
+
+def test_a_union_tagged_by_a_constant_names_each_tag_once():
+    """Per-operation results are the bulk of the declarations: `Tagged<...>` says each tag once."""
+    step = lambda op, result: {"type": "object", "required": ["operation", "result"], "properties": {  # noqa: E731
+        "operation": {"const": op}, "result": result}}
+    tool = {"name": "batch", "inputSchema": {"type": "object"}, "outputSchema": {
+        "type": "object", "properties": {"results": {"type": "array", "items": {"anyOf": [
+            step("url", {"type": "object", "required": ["url"], "properties": {"url": {"type": "string"}}}),
+            step("wait", {"type": "null"}),
+            step("text", {"type": "string"})]}}}}}
+    text = typescript_tool(tool, doc_chars=0)
+    assert 'Tagged<"operation", "result", {' in text
+    assert '"url": {url: string};' in text and '"wait": null;' in text and '"text": string;' in text
+    assert text.count('"operation"') == 1
