@@ -30,7 +30,7 @@ import copy
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar, get_args
+from typing import Any, ClassVar, Generic, Literal, TypeVar, get_args
 
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, ValidationError, model_serializer
@@ -66,6 +66,31 @@ class ToolError(Exception):
             if value is not None:
                 out[key] = value
         return out
+
+
+class CapabilityError(Exception):
+    """The base of every server's own error root: a failure the caller can act on. A subclass
+    sets `kind` (and may set a default `field`); `message` and `hint` are shown to the model as
+    they are; `to_tool_error` is the one translation into the contract's `ToolError`."""
+
+    kind: ClassVar[ErrorKind] = "failed"
+    field: str | None = None
+
+    def __init__(self, message: str, *, hint: str | None = None, field: str | None = None,
+                 step: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        if field is not None:
+            self.field = field
+        self.step = step
+
+    def __str__(self) -> str:
+        return self.message
+
+    def to_tool_error(self) -> ToolError:
+        """The contract's error for this failure (raise it `from` this one)."""
+        return ToolError(self.kind, self.message, step=self.step, field=self.field, hint=self.hint)
 
 
 ERROR_OBJECT_SCHEMA: dict[str, Any] = {

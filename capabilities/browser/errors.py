@@ -26,35 +26,16 @@ turns one into the contract's `ToolError` in one place, `to_tool_error`.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from capabilities.contract import ErrorKind, ToolError
+from capabilities.contract import CapabilityError
 
 
-class BrowserError(Exception):
+class BrowserError(CapabilityError):
     """A failure the caller can act on; `message` and `hint` are shown to the model as they are."""
-
-    kind: ClassVar[ErrorKind] = "failed"
-
-    def __init__(self, message: str, *, hint: str | None = None, field: str | None = None,
-                 step: int | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
-        self.field = field
-        self.step = step
-
-    def __str__(self) -> str:
-        return self.message
 
     def at_step(self, step: int) -> BrowserError:
         """The same error, placed at a step of the batch (1-based)."""
         self.step = step
         return self
-
-    def to_tool_error(self) -> ToolError:
-        """The contract's error for this failure (raise it `from` this one)."""
-        return ToolError(self.kind, self.message, step=self.step, field=self.field, hint=self.hint)
 
 
 class InvalidRequest(BrowserError):

@@ -23,28 +23,14 @@ tool wrapper (`tooling.document_tool`) turns a `DocumentError` into the contract
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from capabilities.contract import ErrorKind, ToolError
+from capabilities.contract import CapabilityError
 
 
-class DocumentError(Exception):
+class DocumentError(CapabilityError):
     """A failure the caller can act on; `message` and `hint` are shown to the model as they are."""
-
-    kind: ClassVar[ErrorKind] = "failed"
-
-    def __init__(self, message: str, *, hint: str | None = None, field: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
-        self.field = field
 
     def __str__(self) -> str:
         return self.message + (f" ({self.hint})" if self.hint else "")
-
-    def to_tool_error(self) -> ToolError:
-        """The contract's error for this failure (raise it `from` this one)."""
-        return ToolError(self.kind, self.message, field=self.field, hint=self.hint)
 
 
 class InvalidRequest(DocumentError):

@@ -14,17 +14,11 @@ pydantic validation error (see `requests.refusal`).
 """
 
 
-from capabilities.contract import ErrorKind, ToolError
+from capabilities.contract import CapabilityError
 
 
-class ExecError(Exception):
+class ExecError(CapabilityError):
     """A call the exec server refuses; the message names the field and the way forward."""
-
-    kind: ErrorKind = "failed"
-    field: str | None = None
-
-    def to_tool_error(self) -> ToolError:
-        return ToolError(self.kind, str(self), field=self.field)
 
 
 class RequestRefused(ExecError):
