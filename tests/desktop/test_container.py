@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import urllib.error
 import urllib.request
 
@@ -31,6 +32,9 @@ def test_entrypoint_starts_session_and_runtime_and_stops_both_on_sigterm():
     proc = subprocess.Popen(["bash", str(REPO / "desktop-image" / "entrypoint.sh")], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
     try:
         wait_until(lambda: (data / "session.json").exists(), timeout=90, what="the session")
         info = read_session(data)
@@ -53,16 +57,22 @@ def test_entrypoint_starts_session_and_runtime_and_stops_both_on_sigterm():
         assert answers(None) == 401
         assert answers("test-token-123") not in (None, 401)
 
+        # The runtime starts first and may answer before the desktop is up: wait for both banners.
+        wait_until(lambda: any("MCP endpoint" in line for line in lines)
+                   and any("viewer:" in line for line in lines), timeout=90, what="the entrypoint's banners")
+
         session_id = info.extra["session_id"]
         os.killpg(proc.pid, signal.SIGTERM)
-        out, _ = proc.communicate(timeout=60)
-        assert "MCP endpoint" in out and "viewer:" in out
+        proc.wait(timeout=60)
+        reader.join(timeout=10)
         assert not (data / "session.json").exists()
         assert procs.marked_pids(session_id) == []
         assert procs.chromium_pids(info.chrome_profile) == []
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
+            proc.wait()
+        reader.join(timeout=10)
+        proc.stdout.close()
         run_desktop_cli("down", "--data", str(data), check=False)
         subprocess.run(["rm", "-rf", str(data)])
