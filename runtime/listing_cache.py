@@ -1,13 +1,15 @@
 """Tool listings of capability servers remembered between runs, so the run_js / run_py
 descriptions can show every server's tools without starting any server.
 
-The file is `<data dir>/runtime/tools.json`: `{server: {"config": ..., "tools": [...]}}`. An
+The file is `<data dir>/runtime/tools.json` (or one in the runtime's own cache folder when it
+may not write the data directory): `{server: {"config": ..., "tools": [...]}}`. An
 entry counts only while the server's configuration is unchanged; live listings always win.
 A cache that cannot be read or written is ignored (the descriptions then point to listTools).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -21,10 +23,19 @@ logger = logging.getLogger(__name__)
 
 
 def default_path() -> Path:
-    """`<data dir>/runtime/tools.json` for the session's data dir."""
+    """`<data dir>/runtime/tools.json`; or, for a runtime that may not write there (the
+    container's, which is not root and does not own /data), a file of its own in its cache
+    folder, named for the data directory. Never a place the desktop user can write: the file
+    becomes the model's tool descriptions."""
     from capabilities.session import data_dir
 
-    return data_dir() / "runtime" / "tools.json"
+    data = data_dir()
+    folder = data / "runtime"
+    if os.access(folder if folder.exists() else data, os.W_OK):
+        return folder / "tools.json"
+    digest = hashlib.sha256(str(data).encode()).hexdigest()[:12]
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "codedesk" / f"tools-{digest}.json"
 
 
 def _key(config: ServerConfig) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -64,3 +66,33 @@ async def test_a_remembered_builtin_listing_answers_the_first_tools_list_at_once
         assert "declare namespace tools.exec {" in tools[0].description
         assert "declare namespace tools.documents {" in tools[0].description
         assert second.bridge.running() == []  # answered before any server was up
+
+
+def test_a_runtime_that_may_not_write_the_data_directory_remembers_in_its_own_cache(tmp_path, monkeypatch) -> None:
+    """The container's runtime is not root and does not own /data: it must still remember, in a
+    folder of its own (run here as the unprivileged desktop user, over a root-owned data dir)."""
+    import pwd
+    import subprocess
+    import tempfile
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to run the runtime's code as another user over root's data dir")
+    data = Path(tempfile.mkdtemp(prefix="codedesk-cache-test-", dir="/tmp"))
+    data.chmod(0o755)
+    try:
+        probe = "from runtime import listing_cache; print(listing_cache.default_path())"
+        user = pwd.getpwnam("desktop")
+        done = subprocess.run(
+            ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups",
+             sys.executable, "-c", probe],
+            env={"CODEDESK_DATA": str(data), "XDG_CACHE_HOME": "/tmp/codedesk-cache-test-home",
+                 "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, timeout=60, cwd="/")
+        assert done.returncode == 0, done.stderr
+        path = Path(done.stdout.strip())
+        assert path.parent == Path("/tmp/codedesk-cache-test-home/codedesk") and path.name.startswith("tools-")
+    finally:
+        data.rmdir()
+    from runtime import listing_cache  # and root, who may write there, keeps it in the data dir
+
+    monkeypatch.setenv("CODEDESK_DATA", str(tmp_path))
+    assert listing_cache.default_path() == tmp_path / "runtime" / "tools.json"
