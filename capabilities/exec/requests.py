@@ -159,17 +159,6 @@ class KillRequest(_ById):
     """
 
 
-def input_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The JSON schema a caller sees for `model` (no titles: the descriptions say it all)."""
-    schema = model.model_json_schema()
-    schema.pop("title", None)
-    schema.pop("description", None)
-    for prop in schema.get("properties", {}).values():
-        prop.pop("title", None)
-    schema["additionalProperties"] = False
-    return schema
-
-
 def refusal(tool: str, model: type[BaseModel], exc: ValidationError) -> str:
     """A message naming every bad field of a call and what the tool accepts."""
     accepted = ", ".join(
