@@ -243,3 +243,27 @@ def browser_kit():
     """The helpers above for tests (conftest modules cannot be imported): `.BrowserServer`,
     `.read` (read_page_run), `.chromium_pid` (session_chromium_pid)."""
     return SimpleNamespace(BrowserServer=BrowserServer, read=read_page_run, chromium_pid=session_chromium_pid)
+
+
+@pytest.fixture(scope="module")
+def no_session_restore_prompt(browser_desktop):
+    """Mousepad asks to restore "a previous session" after windows closed under it; tests close
+    windows all the time, so that prompt is turned off (as the desktop user would)."""
+    import subprocess
+
+    from capabilities.browser.desktop_env import desktop_env
+
+    info = browser_desktop.info
+    subprocess.run(["gsettings", "set", "org.xfce.mousepad.preferences.file", "session-restore", "never"],
+                   env=desktop_env(info), user=info.uid, group=info.gid, extra_groups=[], cwd=info.home,
+                   check=True, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def wm(browser_desktop):
+    """The window manager's view of the session (desktop_windows), closed after the module."""
+    from capabilities.browser.desktop_windows import WindowManager
+
+    manager = WindowManager(browser_desktop.info)
+    yield manager
+    manager.close()

@@ -6,36 +6,17 @@ and the refusals that keep a script within the desktop user's reach.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from capabilities.browser.desktop_env import desktop_env
 
 from capabilities.browser import desktop_accessibility as A
 from capabilities.browser.desktop_windows import WindowManager, WindowGone, app_argv, list_apps, spawn_app
 
-pytestmark = pytest.mark.desktop
-
-
-@pytest.fixture(scope="module", autouse=True)
-def no_session_restore_prompt(browser_desktop):
-    """Mousepad asks to restore "a previous session" after windows closed under it; tests close
-    windows all the time, so that prompt is turned off (as the desktop user would)."""
-    info = browser_desktop.info
-    subprocess.run(["gsettings", "set", "org.xfce.mousepad.preferences.file", "session-restore", "never"],
-                   env=desktop_env(info), user=info.uid, group=info.gid, extra_groups=[], cwd=info.home,
-                   check=True, timeout=30)
-
-
-@pytest.fixture(scope="module")
-def wm(browser_desktop):
-    manager = WindowManager(browser_desktop.info)
-    yield manager
-    manager.close()
+pytestmark = [pytest.mark.desktop, pytest.mark.usefixtures("no_session_restore_prompt")]
 
 
 @pytest.fixture(scope="module")

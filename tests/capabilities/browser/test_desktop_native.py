@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from capabilities.browser.desktop_env import desktop_env
 
 pytestmark = pytest.mark.desktop
 
@@ -21,12 +20,9 @@ EDITOR = "codedesk-test-editor"
 
 
 @pytest.fixture(scope="module", autouse=True)
-def no_session_restore_prompt(browser_desktop):
-    """Mousepad's "restore the previous session?" prompt is turned off, as in the other modules."""
+def own_editor_entry(browser_desktop, no_session_restore_prompt):
+    """Mousepad without its restore prompt, and launched through an entry of the user's own."""
     info = browser_desktop.info
-    subprocess.run(["gsettings", "set", "org.xfce.mousepad.preferences.file", "session-restore", "never"],
-                   env=desktop_env(info), user=info.uid, group=info.gid, extra_groups=[], cwd=info.home,
-                   check=True, timeout=30)
     # An editor of its own per launch (Mousepad otherwise hands files to a running instance,
     # which opens them as tabs): the desktop user's own .desktop entry, as a person could add.
     folder = Path(info.home) / ".local/share/applications"

@@ -7,38 +7,19 @@ from __future__ import annotations
 
 import io
 import os
-import subprocess
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from capabilities.browser.desktop_env import desktop_env
 from PIL import Image, ImageChops, ImageStat
 
 from capabilities.browser.desktop_waits import Region, ScreenWatch, WaitTimeout
 from capabilities.browser.desktop_windows import (WindowError, WindowGone, WindowManager,
                                                   launch_app, spawn_app)
 
-pytestmark = pytest.mark.desktop
-
-
-@pytest.fixture(scope="module", autouse=True)
-def no_session_restore_prompt(browser_desktop):
-    """Mousepad asks to restore "a previous session" after windows closed under it; tests close
-    windows all the time, so that prompt is turned off (as the desktop user would)."""
-    info = browser_desktop.info
-    subprocess.run(["gsettings", "set", "org.xfce.mousepad.preferences.file", "session-restore", "never"],
-                   env=desktop_env(info), user=info.uid, group=info.gid, extra_groups=[], cwd=info.home,
-                   check=True, timeout=30)
-
-
-@pytest.fixture(scope="module")
-def wm(browser_desktop):
-    manager = WindowManager(browser_desktop.info)
-    yield manager
-    manager.close()
+pytestmark = [pytest.mark.desktop, pytest.mark.usefixtures("no_session_restore_prompt")]
 
 
 @pytest.fixture
