@@ -1,5 +1,6 @@
 """What is on the screen, as assistive technology reads it: the AT-SPI tree of the desktop's
-native windows (GTK apps, XFCE's panel and dialogs, Chromium when its accessibility is on),
+native windows (GTK apps, XFCE's panel and dialogs, Chromium's interface and pages: the session
+turns Chromium's accessibility on with ACCESSIBILITY_ENABLED=1),
 with element refs that later steps act on.
 
 The client speaks AT-SPI's D-Bus API through `dbus-fast` on the session's accessibility bus,
@@ -537,7 +538,10 @@ class AccessibilityBus:
                 f"{element.ref} ({element.role} {element.name!r}) has no actions; click it "
                 f"(mouse.click {{ref}}) or focus it and use the keyboard")
         actions = (await self.call(dest, path, ACTION, "GetActions"))[0]
-        available = [str(a[0]).lower() for a in actions]
+        available = [str(a[0]).lower() for a in actions]  # localized names, where the toolkit gives them
+        for index, name in enumerate(available):
+            if not name:  # Chromium leaves them empty: ask for the name itself
+                available[index] = str((await self.call(dest, path, ACTION, "GetName", "i", [index]))[0]).lower()
         for wanted in names:
             if wanted in available:
                 return available.index(wanted)
@@ -629,8 +633,7 @@ def pick_windows(windows: list[Element], scope: Scope, active_hint: WindowHint |
             return active[:1]
         raise AccessibilityError(
             "no window is active, or the active window exposes no accessibility tree (Chromium's "
-            "tab contents need accessibility on; see accessibility.tree's description); name a "
-            "window (getWindows) or pass desktop: true")
+            "file chooser has none); name a window (getWindows) or pass desktop: true")
     if isinstance(scope.window, int):
         hint = next((h for h in hints if h.id == scope.window), None)
         if hint is None:

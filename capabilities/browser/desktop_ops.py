@@ -331,16 +331,26 @@ class KeysResult(OutputModel):
     keys: list[str] = Field(description="The keys pressed, released or both, nut.js names")
 
 
+class ScreenSize(OutputModel):
+    """A screen's size in pixels (it follows the viewer's window)."""
+
+    width: int = Field(description="Screen width in pixels")
+    height: int = Field(description="Screen height in pixels")
+
+
 class ImageResult(OutputModel):
-    """A screenshot, attached to the result as a PNG image block."""
+    """A screenshot, attached to the result as a PNG image block, and where its pixels are on the
+    screen: a PNG pixel (px, py) shows the screen point origin + (px, py) / scale."""
 
     image_index: int = Field(description="Index of the PNG among the result's images (0 = the first image "
                                          "block after the text)")
     width: int = Field(description="Width of the PNG in pixels")
     height: int = Field(description="Height of the PNG in pixels")
-    scale: float = Field(description="PNG pixels per screen pixel (1: not scaled); to aim at a point of a "
-                                     'whole-screen image, give x, y in its pixels with coordinateSpace "image" '
-                                     "and this scale. The screen's size is the call's screen")
+    scale: float = Field(description="PNG pixels per screen pixel (1: not scaled); to aim at a PNG pixel, give "
+                                     'its x, y with coordinateSpace "image", this scale and this origin')
+    origin: PointResult = Field(description="The screen point of the PNG's top-left pixel (0,0 for the whole "
+                                            "screen; a region's left, top; a window's x, y)")
+    screen: ScreenSize = Field(description="The screen's size when it was taken")
     at: int = Field(description="When it was taken, milliseconds since the Unix epoch")
 
 
@@ -436,13 +446,6 @@ class StableResult(OutputModel):
     quietMs: int
 
 
-class ScreenSize(OutputModel):
-    """The screen's size when the call ended (it follows the viewer's window)."""
-
-    width: int = Field(description="Screen width in pixels")
-    height: int = Field(description="Screen height in pixels")
-
-
 # -- the operations ---------------------------------------------------------------------------
 
 
@@ -524,6 +527,13 @@ OPERATIONS: dict[str, OperationSpec] = {
 }
 
 
+class ImageOrigin(_Params):
+    """The screen point of a screenshot's top-left pixel (a window's may be off the screen)."""
+
+    x: Annotated[int, Field(ge=-100_000, le=100_000)]
+    y: Annotated[int, Field(ge=-100_000, le=100_000)]
+
+
 class _Step(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -537,8 +547,11 @@ class _Step(BaseModel):
     maxHeight: Annotated[int, Field(ge=16, le=10_000)] | None = Field(
         None, description="Shrink the images this step takes to at most this height")
     coordinateSpace: Literal["screen", "image"] = Field(
-        "screen", description='"image": the step\'s x, y are pixels of a grab of the whole screen (screen.grab, '
-                              "screen.marks, a capture) taken at this step's scale")
+        "screen", description='"image": the step\'s x, y are pixels of a screenshot (screen.grab, grabRegion, '
+                              "window.capture, screen.marks, a capture) with this step's scale and origin")
+    origin: ImageOrigin | None = Field(
+        None, description='With coordinateSpace "image": the origin of the screenshot, as its result gave it '
+                          "(default 0,0: the whole screen)")
 
     @model_validator(mode="after")
     def _image_fields_fit(self) -> "_Step":
@@ -553,6 +566,9 @@ class _Step(BaseModel):
             if self.maxWidth is not None or self.maxHeight is not None:
                 raise ValueError('with coordinateSpace "image", scale alone says the image\'s size; '
                                  "maxWidth and maxHeight are for steps that take images")
+        elif self.origin is not None:
+            raise ValueError('origin places a screenshot\'s pixels on the screen: give it with '
+                             'coordinateSpace "image" and the screenshot\'s scale')
         elif sized and name not in IMAGE_STEPS and not self.captureAfter:
             raise ValueError("scale, maxWidth and maxHeight size the images a step takes, and this step "
                              "takes none (add captureAfter: true, or move them to the grab)")
@@ -560,9 +576,10 @@ class _Step(BaseModel):
 
     @property
     def space(self) -> ImageSpace:
-        """The image space of this step's x, y with coordinateSpace "image": a grab of the whole
-        screen at this step's scale."""
-        return ImageSpace(self.scale or 1.0)
+        """The image space of this step's x, y with coordinateSpace "image": a screenshot at this
+        step's scale whose top-left pixel shows the screen point `origin` (0,0 when not given)."""
+        origin = self.origin or ImageOrigin(x=0, y=0)
+        return ImageSpace(self.scale or 1.0, origin.x, origin.y)
 
 
 def _class_name(name: str) -> str:
@@ -629,7 +646,7 @@ class DesktopOutput(OutputModel):
     """What a `desktop_execute` call did."""
 
     results: list[StepDone] = Field(description="One entry per step, in order; `result` is typed by `operation`")
-    screen: ScreenSize
+    screen: ScreenSize = Field(description="The screen's size when the call ended")
 
 
 # -- validation messages -------------------------------------------------------------------------
@@ -661,7 +678,7 @@ def _allowed_fields(step: str | None, loc: list[str]) -> str:
     if step is None or not loc:
         return ""
     if len(loc) == 1:
-        return "type, params, captureAfter, scale, maxWidth, maxHeight, coordinateSpace"
+        return "type, params, captureAfter, scale, maxWidth, maxHeight, coordinateSpace, origin"
     params = OPERATIONS[step].params if step in OPERATIONS else None
     if loc[0] == "params" and len(loc) == 2:
         if params is None:
@@ -752,7 +769,10 @@ def check_on_screen(steps: list[Any], width: int, height: int) -> list[Any]:
         step = _to_screen(given) if given.coordinateSpace == "image" else given
         resolved.append(step)
         where = f"operations[{index}] (step {index + 1}, {step.type})"
-        mapped = "" if step is given else f" (mapped from image pixels at scale {given.scale:g})"
+        mapped = ""
+        if step is not given:
+            origin = f", origin {given.origin.x},{given.origin.y}" if given.origin else ""
+            mapped = f" (mapped from image pixels at scale {given.scale:g}{origin})"
         for field, x, y in _points(step):
             if x is not None and not 0 <= x < width:
                 problems.append(f"{where}: {field}.x={x}{mapped} is off the screen (0 to {width - 1})")

@@ -48,6 +48,7 @@ from .desktop_ops import (
     MarkResult,
     MarksResult,
     PointResult,
+    ScreenSize,
     ScrollResult,
     TypedResult,
     WindowResult,
@@ -74,8 +75,8 @@ def _description() -> str:
     operations = "\n".join(f"- {name}: {spec.doc}" for name, spec in OPERATIONS.items())
     return f"""The desktop's mouse, keyboard, screen, windows and clipboard, as a person uses them.
 
-Use it for native windows, dialogs such as the file chooser, and the browser's own interface; use \
-browser_execute for anything inside a web page.
+Use it for native windows and their dialogs, and the browser's own interface; use browser_execute \
+for anything inside a web page.
 
 operations: steps, each {{type, params}}, run in order. config (optional): keyboardDelayMs \
 (default 10), mouseDelayMs (default 50), mouseSpeed (default 2000 px/s).
@@ -87,10 +88,10 @@ Buttons: LEFT (default), MIDDLE, RIGHT. Keys (nut.js names): {", ".join(KEYS)}.
 Coordinates are screen pixels from the top left; the screen changes size when a viewer resizes \
 their window, so read screen.width/height before aiming. Screenshots (screen.grab, grabRegion, \
 window.capture, screen.marks, captureAfter) are sized by the step's scale (image pixels per screen \
-pixel: 0.5 half size, 2 zoomed, at most 4) and maxWidth/maxHeight; each says its width, height, scale \
-and when it was taken (at, ms since the epoch). A pointer step with coordinateSpace: "image" and the \
-scale of a whole-screen image takes x, y in that image's pixels and is aimed at the screen point they \
-show. screen.marks draws a numbered box over each interactive element of a window (native elements \
+pixel: 0.5 half size, 2 zoomed, at most 4) and maxWidth/maxHeight; each says its width, height, scale, \
+origin (the screen point of its top-left pixel), the screen's size and when it was taken (at, ms since \
+the epoch). A pointer step with coordinateSpace: "image" and a screenshot's scale and origin takes x, y \
+in that screenshot's pixels and is aimed at the screen point they show. screen.marks draws a numbered box over each interactive element of a window (native elements \
 from its accessibility tree, a web page's from the page Chromium shows) and lists them {{mark, ref, \
 role, name, box}}; mouse.click {{mark}} clicks one where it is now, in that or a later call, until the \
 next screen.marks. browser_execute's scrollTo gives a page element's box on the screen. keyboard.type {{text}} presses the keys of \
@@ -101,12 +102,12 @@ and releases them (a chord); pressKey holds keys until releaseKey or until a ste
 Result: the text is JSON {{results: [{{success, operation, result}}], screen: {{width, height}}}}, \
 the same object as the structured content (each result typed by its operation in the output \
 schema); screenshots are PNG images after the text, a screenshot's result being {{image_index, \
-width, height}}. The whole call is checked before anything runs. It stops at the first failing \
+width, height, scale, origin, screen, at}}. The whole call is checked before anything runs. It stops at the first failing \
 step and attaches a screenshot: the call is then an error {{error: {{kind, message, step, field?, \
 hint?}}, results, screen}}, the failed step's entry having success false, error and screenshot; keys \
 and buttons still held are released. One call runs at a time.
 
-Native windows (GTK apps such as Mousepad and Thunar, XFCE's panel and dialogs, the file chooser) are read through their accessibility trees: accessibility.tree gives one element a line (role "name" [a_N] (x,y WxH) value="..." {{states}}); a ref a_N is taken by mouse.click and mouse.doubleClick {{ref}} (the element's centre, read at that moment) and by accessibility.act, which presses, focuses, sets values, toggles, selects or expands without moving the pointer. A ref whose element is gone fails with "read the screen again". Chromium's web pages are read with browser_execute. Waits watch the screen, not the clock: screen.waitStable, window.waitFor, accessibility.waitFor. Any step may carry captureAfter: true (its entry gets capture, a screenshot once the screen is still); mouse and keyboard steps' entries say changed: whether the screen changed.
+Native windows (GTK apps such as Mousepad and Thunar and their dialogs, XFCE's panel, Chromium's own interface: tabs, toolbar, address bar, and the page as a tree) are read through their accessibility trees: accessibility.tree gives one element a line (role "name" [a_N] (x,y WxH) value="..." {{states}}); a ref a_N is taken by mouse.click and mouse.doubleClick {{ref}} (the element's centre, read at that moment) and by accessibility.act, which presses, focuses, sets values, toggles, selects or expands without moving the pointer. A ref whose element is gone fails with "read the screen again". Chromium's web pages are best read with browser_execute; its file chooser shows no tree: attach files with browser_execute's upload instead. Waits watch the screen, not the clock: screen.waitStable, window.waitFor, accessibility.waitFor. Any step may carry captureAfter: true (its entry gets capture, a screenshot once the screen is still); mouse and keyboard steps' entries say changed: whether the screen changed.
 
 Screenshots go to the code, not to the model: attach one with artifact(...) only when the model \
 needs to see it. For a large one, pass heap_memory_max_mb: 64 to run_js."""
@@ -139,7 +140,9 @@ class _Run:
             png, (width, height) = encode_png(picture), picture.size
         self.images.append(png)
         return ImageResult(image_index=len(self.images) - 1, width=width, height=height,
-                           scale=round(scale, 6), at=round(grab.at * 1000))
+                           scale=round(scale, 6), origin=PointResult(x=grab.left, y=grab.top),
+                           screen=ScreenSize(width=grab.screen[0], height=grab.screen[1]),
+                           at=round(grab.at * 1000))
 
 
 class DesktopController:

@@ -313,6 +313,9 @@ class Supervisor:
             "DESKTOP_SESSION": "xfce",
             "DBUS_SESSION_BUS_ADDRESS": f"unix:path={self.run_dir}/bus",
             "BROWSER": str(self.layout.browser_wrapper),
+            # Chromium (and Electron apps) expose their own UI and pages to AT-SPI only when
+            # asked to; GTK apps do by themselves. accessibility.tree reads both.
+            "ACCESSIBILITY_ENABLED": "1",
             procs.MARKER: self.session_id,
         }
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 import time
 import uuid
 
 import pytest
 from PIL import Image
 
-from capabilities.browser.desktop_coordinates import ImageSpace, scale_point
+from capabilities.browser.desktop_coordinates import ImageSpace, image_size, scale_point
 from capabilities.browser.desktop_marks import COLORS
 
 pytestmark = pytest.mark.desktop
@@ -131,6 +132,7 @@ def test_coordinates_in_a_half_size_image_land_on_the_right_element(marks_page, 
     assert not failed, body
     shot = body["results"][0]["result"]
     assert shot["scale"] == 0.5 and images[0].size == (shot["width"], shot["height"])
+    assert shot["origin"] == {"x": 0, "y": 0} and shot["screen"] == body["screen"]
     assert (shot["width"], shot["height"]) == (body["screen"]["width"] // 2, body["screen"]["height"] // 2)
     charlie = run_page([{"type": "scrollTo", "params": {"selector": "#charlie"}}], tab=marks_page.tab).result(1)
     box = charlie["screenBox"]
@@ -142,6 +144,54 @@ def test_coordinates_in_a_half_size_image_land_on_the_right_element(marks_page, 
     assert marks_page.clicked() == ["charlie"]
     click = body["results"][0]["result"]
     assert box["x"] <= click["x"] < box["x"] + box["width"] and box["y"] <= click["y"] < box["y"] + box["height"]
+
+
+def test_coordinates_in_a_half_size_region_grab_land_on_the_right_element(marks_page, desk, run_page):
+    """A region grab says where its pixels sit (origin) and the screen's size; a point read off it
+    at half size, given with its scale and origin, presses the element under it."""
+    box = run_page([{"type": "scrollTo", "params": {"selector": "#charlie"}}], tab=marks_page.tab).result(1)["screenBox"]
+    marks_page.front()
+    left, top = max(0, box["x"] - 30), max(0, box["y"] - 20)
+    width, height = box["width"] + 60, box["height"] + 40
+    failed, body, images = desk({"type": "screen.grabRegion", "scale": 0.5,
+                                 "params": {"left": left, "top": top, "width": width, "height": height}})
+    assert not failed, body
+    shot = body["results"][0]["result"]
+    assert shot["origin"] == {"x": left, "y": top} and shot["screen"] == body["screen"]
+    assert images[0].size == (shot["width"], shot["height"]) == image_size(width, height, 0.5)
+    x, y = scale_point(box["x"] + box["width"] // 2, box["y"] + box["height"] // 2,
+                       ImageSpace(0.5, left, top), to="image")
+    assert 0 <= x < shot["width"] and 0 <= y < shot["height"]
+    failed, body, _ = desk({"type": "mouse.click", "params": {"x": x, "y": y}, "coordinateSpace": "image",
+                            "scale": shot["scale"], "origin": shot["origin"]})
+    assert not failed, body
+    assert marks_page.clicked() == ["charlie"]
+    click = body["results"][0]["result"]
+    assert box["x"] <= click["x"] < box["x"] + box["width"] and box["y"] <= click["y"] < box["y"] + box["height"]
+
+
+def test_chromium_interface_and_page_are_in_the_accessibility_tree(marks_page, desk):
+    """The session turns Chromium's accessibility on: its window's tree holds the browser's own
+    interface (the address bar showing the page's address, Reload) and the page's elements, and a
+    page button pressed by ref through accessibility.act, without the pointer, is activated."""
+    failed, body, _ = desk(
+        {"type": "accessibility.tree", "params": {"window": TITLE, "maxElements": 2000}},
+        {"type": "accessibility.find", "params": {"name": "Bravo", "role": "push button", "window": TITLE}})
+    assert not failed, body
+    tree = body["results"][0]["result"]["tree"]
+    assert re.search(r'entry "Address and search bar" \[a_\d+\] .*value="[^"]*desktop_marks\.html', tree), tree
+    assert re.search(r'push button "Reload" \[a_\d+\]', tree), tree
+    assert re.search(r'push button "Charlie" \[a_\d+\]', tree), tree
+    bravo = body["results"][1]["result"]["elements"][0]
+    failed, body, _ = desk({"type": "mouse.getPosition"},
+                           {"type": "accessibility.act", "params": {"ref": bravo["ref"], "action": "press"}},
+                           {"type": "mouse.getPosition"})
+    assert not failed, body
+    deadline = time.monotonic() + 10
+    while not (activated := marks_page.eval("window.activated")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert activated == ["bravo"]
+    assert body["results"][0]["result"] == body["results"][2]["result"]  # the pointer stayed put
 
 
 def test_scroll_to_reports_the_screen_box_a_desktop_click_lands_in(marks_page, desk, run_page):
@@ -181,7 +231,11 @@ def test_a_zoomed_grab_is_larger_and_an_absurd_one_is_refused(desk):
     ({"type": "mouse.click", "params": {"mark": 3, "x": 1, "y": 1}}, "one of them"),
     ({"type": "screen.marks", "params": {"sourc": "browser"}}, "unknown field 'params.sourc'"),
     ({"type": "screen.marks", "params": {"source": "ocr"}}, "params.source"),
-    ({"type": "screen.marks", "origin": {"x": 1, "y": 1}}, "unknown field 'origin'"),
+    ({"type": "screen.marks", "origin": {"x": 1, "y": 1}}, 'give it with coordinateSpace "image"'),
+    ({"type": "mouse.click", "params": {"x": 1, "y": 1}, "coordinateSpace": "image", "scale": 0.5,
+      "origin": {"x": 1}}, "missing field 'origin.y'"),
+    ({"type": "mouse.click", "params": {"x": 1, "y": 1}, "scale": 0.5, "origin": {"x": 1, "y": 1}},
+      'give it with coordinateSpace "image"'),
 ])
 def test_bad_image_and_mark_fields_are_refused_by_name(desk, step, says):
     """Each hostile field is refused before anything runs, with a message naming it."""

@@ -141,7 +141,10 @@ def test_window_steps_change_what_get_windows_reports(browser_desktop, desk):
         listed = next(w for w in body["results"][4]["result"] if w["id"] == window["id"])
         assert (listed["width"], listed["height"]) == (420, 330)
         assert abs(listed["x"] - 200) < 20 and abs(listed["y"] - 150) < 40
-        assert body["results"][3]["result"]["width"] == 420 and len(images) == 1
+        capture = body["results"][3]["result"]
+        assert capture["width"] == 420 and len(images) == 1
+        # The capture says where its pixels sit: the window's client area, on this screen.
+        assert capture["origin"] == {"x": listed["x"], "y": listed["y"]} and capture["screen"] == body["screen"]
     finally:
         close(desk, window["id"])
 
