@@ -8,8 +8,8 @@ Everything goes through the real browser server over stdio, as a script's calls 
 Prints medians, each beside a baseline measured in the same run: a screenshot of the same
 window (window.capture) for the tree reads and the marks, the quiet period itself for
 screen.waitStable.
-- accessibility.tree of a full Chromium window (a page of 200 form rows) and of Thunar (Chromium
-  exposes its page to AT-SPI only when its accessibility is on: otherwise the tree is its frame);
+- accessibility.tree of a full Chromium window (its interface and a page of 200 form rows: the
+  session turns Chromium's accessibility on) and of Thunar;
 - screen.marks end to end, on the page (browser) and on Thunar (accessibility);
 - screen.waitStable {ms: 200} on a still screen: time beyond the 200 ms;
 - bytes: the tree's text against the PNG of the same window.

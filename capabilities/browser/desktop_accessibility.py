@@ -22,7 +22,7 @@ import os
 import re
 import stat
 import threading
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -443,8 +443,9 @@ class AccessibilityBus:
         return [w for windows in results for w in windows]
 
     async def _walk(self, root: Element, depth: int | None, budget: "_Budget",
-                    keep_hidden: bool) -> None:
-        """Read `root`'s subtree breadth-first, a level at a time, into `.children`."""
+                    keep_hidden: bool, prune: Callable[[Element], bool] | None = None) -> None:
+        """Read `root`'s subtree breadth-first, a level at a time, into `.children`; the
+        children of an element `prune` answers True for are left unread."""
         level = [root]
         current = 0
         while level and (depth is None or current < depth):
@@ -466,7 +467,8 @@ class AccessibilityBus:
                 element.app = root.app
                 parent.children.append(element)
                 budget.count += 1
-                nxt.append(element)
+                if prune is None or not prune(element):
+                    nxt.append(element)
             level = nxt
             current += 1
 
@@ -477,12 +479,13 @@ class AccessibilityBus:
         return self._run(self._top_levels(), TREE_TIMEOUT_S)
 
     def tree(self, roots: list[Element], depth: int | None, max_elements: int,
-             keep_hidden: bool = False) -> bool:
-        """Read the subtrees of `roots` in place; True when capped by `max_elements`."""
+             keep_hidden: bool = False, prune: Callable[[Element], bool] | None = None) -> bool:
+        """Read the subtrees of `roots` in place (not below an element `prune` answers True
+        for); True when capped by `max_elements`."""
         budget = _Budget(limit=max_elements)
 
         async def walk_all() -> None:
-            await asyncio.gather(*(self._walk(r, depth, budget, keep_hidden) for r in roots))
+            await asyncio.gather(*(self._walk(r, depth, budget, keep_hidden, prune) for r in roots))
 
         self._run(walk_all(), TREE_TIMEOUT_S)
         return budget.truncated

@@ -10,6 +10,7 @@ damage watch), each opened on first use for the current session and reopened whe
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..session import SessionInfo
@@ -85,10 +86,11 @@ class NativeDesktop:
         active = self.wm.active()
         return (None if active is None else hint(active)), [hint(w) for w in self.wm.windows()]
 
-    def read(self, scope: access.Scope, depth: int | None, limit: int, hidden: bool) -> tuple[list, bool]:
+    def read(self, scope: access.Scope, depth: int | None, limit: int, hidden: bool,
+             prune: Callable[[access.Element], bool] | None = None) -> tuple[list, bool]:
         active, hints = self._hints()
         roots = access.pick_windows(self.bus.windows(), scope, active, hints)
-        truncated = self.bus.tree(roots, depth, limit, hidden)
+        truncated = self.bus.tree(roots, depth, limit, hidden, prune)
         return roots, truncated
 
     def element_center(self, ref: str) -> tuple[int, int]:

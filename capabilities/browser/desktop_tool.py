@@ -295,14 +295,20 @@ class DesktopController:
             raise DesktopError(f"window {window.id} ({window.title!r}, {window.wm_class}) is not Chromium's; "
                                f'mark it with source "accessibility"')
         if p.source in ("accessibility", "both"):
+            def page_shown(element: desktop_accessibility.Element) -> bool:
+                return (element.role == "document web" and element.box is not None
+                        and _inside(element.box.center, viewport))
+
+            # The page's own elements come from the page: its accessible document is not walked.
+            prune = page_shown if viewport is not None else None
             try:
-                roots, _ = native.read(desktop_accessibility.Scope(window=window.id), None, 5000, False)
+                roots, _ = native.read(desktop_accessibility.Scope(window=window.id), None, 5000, False, prune)
                 natives = desktop_marks.native_candidates(roots, bounds)
             except DesktopError:
                 if p.source == "accessibility" or not candidates:
                     raise
                 natives = []
-            if viewport is not None:  # the page's own elements come from the page
+            if viewport is not None:
                 natives = [c for c in natives if not _inside(c.box.center, viewport)]
             candidates += natives
         marks, truncated = desktop_marks.number(candidates, MAX_MARKS)

@@ -114,6 +114,27 @@ def test_page_marks_are_the_boxes_drawn_and_a_click_by_mark_lands(marks_page, de
     assert box["x"] <= click["x"] < box["x"] + box["width"] and box["y"] <= click["y"] < box["y"] + box["height"]
 
 
+def test_marks_of_both_sources_number_the_interface_and_the_page_once(marks_page, desk):
+    """By default a Chromium window's marks are the browser's own interface (from its
+    accessibility tree, a_N) and the page's elements (from the page, ref_N), none twice; a
+    click by the mark of an interface element lands inside its box."""
+    failed, body, _ = desk({"type": "screen.marks", "params": {"window": TITLE}})
+    assert not failed, body
+    marks = body["results"][0]["result"]["marks"]
+    page = [m for m in marks if m["ref"].startswith("ref_")]
+    interface = [m for m in marks if m["ref"].startswith("a_")]
+    assert {"Alpha", "Bravo", "Charlie"} <= {m["name"] for m in page}, marks
+    assert not {"Alpha", "Bravo", "Charlie"} & {m["name"] for m in interface}, marks
+    reload = next((m for m in interface if m["name"] == "Reload"), None)
+    assert reload is not None, interface
+    assert all(m["box"]["y"] + m["box"]["height"] <= min(p["box"]["y"] for p in page) for m in interface
+               if m["role"] == "push button" and m["name"] in ("Reload", "Back", "Forward"))
+    failed, body, _ = desk({"type": "mouse.click", "params": {"mark": reload["mark"]}})
+    assert not failed, body
+    box, click = reload["box"], body["results"][0]["result"]
+    assert box["x"] <= click["x"] < box["x"] + box["width"] and box["y"] <= click["y"] < box["y"] + box["height"]
+
+
 def test_marks_drawn_on_a_half_size_image_match_their_list(marks_page, desk):
     """maxWidth shrinks the marked image; the boxes are drawn where the list says, scaled."""
     failed, body, images = desk({"type": "screen.marks", "params": {"window": TITLE}, "maxWidth": 640})
