@@ -277,7 +277,8 @@ def test_desktop_walk_matches_the_output_schema(browser_server, tools):
         browser_server.call("browser_execute", {"operations": [step("url")], "tab": tab, "close": True})
     assert [r["operation"] for r in data["results"]] == [op["type"] for op in DESKTOP_WALK]
     shot = data["results"][18]["result"]
-    assert shot | {"at": 0} == {"image_index": 0, **data["screen"], "scale": 1, "at": 0}
+    assert shot | {"at": 0} == {"image_index": 0, **data["screen"], "scale": 1, "at": 0,
+                                "origin": {"x": 0, "y": 0}, "screen": data["screen"]}
     assert abs(shot["at"] / 1000 - time.time()) < 120  # taken during this call
     assert data["results"][24]["result"] == "contract"
     assert data["results"][26]["result"]["scale"] == 0.5 and data["results"][27]["result"] == {"x": 601, "y": 401}

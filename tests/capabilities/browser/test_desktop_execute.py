@@ -475,7 +475,8 @@ def test_grab_size_follows_a_resize(desktop, screen_resizer):
     run = desktop([{"type": "screen.width"}, {"type": "screen.height"}, {"type": "screen.grab"}])
     assert not run.is_error, run.body
     assert (run.result(1), run.result(2)) == (1024, 640)
-    assert run.result(3) | {"at": 0} == {"image_index": 0, "width": 1024, "height": 640, "scale": 1, "at": 0}
+    assert run.result(3) | {"at": 0} == {"image_index": 0, "width": 1024, "height": 640, "scale": 1, "at": 0,
+                                         "origin": {"x": 0, "y": 0}, "screen": {"width": 1024, "height": 640}}
     assert run.images[0].size == (1024, 640)
     assert run.body["screen"] == {"width": 1024, "height": 640}
 

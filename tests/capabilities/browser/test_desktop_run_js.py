@@ -28,7 +28,8 @@ console.log(JSON.stringify({ blocks: r.content.map((c) => c.type), mime: r.conte
     assert seen["blocks"] == ["text", "image"]
     assert seen["mime"] == "image/png"
     width, height = seen["screen"]["width"], seen["screen"]["height"]
-    assert seen["shot"] | {"at": 0} == {"image_index": 0, "width": width, "height": height, "scale": 1, "at": 0}
+    assert seen["shot"] | {"at": 0} == {"image_index": 0, "width": width, "height": height, "scale": 1, "at": 0,
+                                        "origin": {"x": 0, "y": 0}, "screen": {"width": width, "height": height}}
 
     attached = desktop_runtime.run_js(GRAB + "artifact(r.content[1 + body.results[2].result.image_index]);")
     assert not attached.is_error, attached.text
