@@ -127,10 +127,12 @@ def _us_typeable(text: str) -> str:
 
 
 class TypeParams(_Params):
-    """Either `text` (typed character by character on a US layout) or `keys` (pressed together)."""
+    """Either `text` (typed character by character on a US layout) or `keys` (pressed together),
+    into the element `ref` when given (focused first), else wherever the keyboard focus is."""
 
     text: Annotated[str, AfterValidator(_us_typeable), Field(max_length=20_000)] | None = None
     keys: Keys | None = None
+    ref: AccessRef | None = Field(None, description="Gives this element the keyboard focus first")
 
     @model_validator(mode="after")
     def _text_or_keys(self) -> "TypeParams":

@@ -95,7 +95,7 @@ in that screenshot's pixels and is aimed at the screen point they show. screen.m
 from its accessibility tree, a web page's from the page Chromium shows) and lists them {{mark, ref, \
 role, name, box}}; mouse.click {{mark}} clicks one where it is now, in that or a later call, until the \
 next screen.marks. browser_execute's scrollTo gives a page element's box on the screen. keyboard.type {{text}} presses the keys of \
-a US layout; for other characters put the text on the clipboard (clipboard.setContent) and paste \
+a US layout (into element {{ref}}, focused first, when given); for other characters put the text on the clipboard (clipboard.setContent) and paste \
 it (keyboard.type {{keys: ["LeftControl", "V"]}}). keyboard.type {{keys}} presses the keys together \
 and releases them (a chord); pressKey holds keys until releaseKey or until a step fails.
 
@@ -218,11 +218,15 @@ class DesktopController:
             except BrowserError:
                 return None
 
-    def _aim(self, step: Any, display: DisplayConnection) -> Any:
+    def _aim(self, step: Any, display: DisplayConnection, run: _Run) -> Any:
         """A click given an element ref or a mark, turned into one at the element's centre
-        (read now, so an element that moved is still hit)."""
+        (read now, so an element that moved is still hit); keys given a ref go to that
+        element, focused first."""
         params = step.params
         ref, mark = getattr(params, "ref", None), getattr(params, "mark", None)
+        if step.type == "keyboard.type" and ref is not None:
+            self._focus(ref, display, run)
+            return step
         if (ref is None and mark is None) or not step.type.startswith("mouse."):
             return step
         if mark is not None:
@@ -235,6 +239,24 @@ class DesktopController:
         if not (0 <= x < width and 0 <= y < height):
             raise DesktopError(f"{what} is off the screen (its centre is at {x},{y}); bring it into view first")
         return step.model_copy(update={"params": params.model_copy(update={"x": x, "y": y})})
+
+    def _focus(self, ref: str, display: DisplayConnection, run: _Run) -> None:
+        """Give an element the keyboard focus: through accessibility where its toolkit does
+        (and its window is active after), else by clicking its centre, as a person would."""
+        try:
+            self._native.bus.act(ref, "focus")
+            if "focused" in self._native.bus.element(ref).states:
+                return
+        except desktop_accessibility.StaleRef:
+            raise
+        except DesktopError:
+            pass  # refused the focus: click it
+        x, y = self._native.element_center(ref)
+        width, height = display.screen_size()
+        if not (0 <= x < width and 0 <= y < height):
+            raise DesktopError(f"{ref} takes no focus and is off the screen (its centre is at {x},{y}); "
+                               "bring it into view first")
+        _click(display, ClickParams(x=x, y=y), run, 1)
 
     def _on_loop(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
         """Run `fn(*args)` on the server's event loop (where Playwright's connection lives)
@@ -347,7 +369,7 @@ class DesktopController:
             for index, step in enumerate(steps):
                 run.step = step
                 try:
-                    step = self._aim(step, display)
+                    step = self._aim(step, display, run)
                     desktop_native.before_step(native, step)
                     if step.type == "screen.marks":
                         result = self._marks(display, step, run)

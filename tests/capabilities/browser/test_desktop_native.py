@@ -123,6 +123,48 @@ def test_click_by_ref_lands_on_the_element_and_reports_the_change(browser_deskto
         close(desk, window["id"])
 
 
+def test_keys_given_a_ref_go_to_that_element(browser_desktop, desk):
+    """keyboard.type {ref, text} gives the element the focus first: typed while another
+    editor's window is in front, the text lands in the first editor's text area only."""
+    windows, paths = [], []
+    try:
+        for name in ("first", "second"):
+            path = owned(browser_desktop.info, f"keys-{name}-{uuid.uuid4().hex[:6]}.txt")
+            paths.append(path)
+            failed, body, _ = desk({"type": "apps.launch", "params": {"id": EDITOR, "args": [str(path)]}})
+            assert not failed, body
+            windows.append(body["results"][0]["result"])
+        first, second = windows
+
+        def text_area(window: dict) -> dict:
+            failed, body, _ = desk({"type": "accessibility.find", "params": {"role": "text", "window": window["id"]}})
+            assert not failed, body
+            return body["results"][0]["result"]["elements"][0]
+
+        failed, body, _ = desk({"type": "window.focus", "params": {"id": second["id"]}},
+                               {"type": "getActiveWindow"},
+                               {"type": "keyboard.type", "params": {"ref": text_area(first)["ref"],
+                                                                    "text": "typed by ref"}})
+        assert not failed, body
+        assert body["results"][1]["result"]["id"] == second["id"]  # the keys would have gone there
+        deadline = time.monotonic() + 10
+        while (value := text_area(first).get("value")) != "typed by ref" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert value == "typed by ref"
+        assert not text_area(second).get("value")
+        # Saved (Ctrl+S into the same element), so the editor closes without asking.
+        failed, body, _ = desk({"type": "keyboard.type", "params": {"ref": text_area(first)["ref"],
+                                                                    "keys": ["LeftControl", "S"]}})
+        assert not failed, body
+        deadline = time.monotonic() + 10
+        while paths[0].read_text() != "typed by ref" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert paths[0].read_text() == "typed by ref"
+    finally:
+        for window in windows:
+            close(desk, window["id"])
+
+
 def test_window_steps_change_what_get_windows_reports(browser_desktop, desk):
     """window.move/resize/focus by id are what getWindows then reports."""
     path = owned(browser_desktop.info, f"win-{uuid.uuid4().hex[:6]}.txt")
@@ -159,6 +201,8 @@ def test_native_steps_refuse_unknown_fields_and_bad_refs_by_name(desk):
     assert failed and "give id or title" in body["error"]["message"]
     failed, body, _ = desk({"type": "mouse.click", "params": {"ref": "a_1", "x": 1, "y": 1}})
     assert failed and "one of them" in body["error"]["message"]
+    failed, body, _ = desk({"type": "keyboard.type", "params": {"ref": "$(id)", "text": "x"}})
+    assert failed and "params.ref" in body["error"]["message"] and body["results"] == []
 
 
 def test_a_ref_never_given_out_and_a_vanished_window_fail_as_not_found(desk):
@@ -168,6 +212,8 @@ def test_a_ref_never_given_out_and_a_vanished_window_fail_as_not_found(desk):
     assert "read the screen again" in body["error"]["message"]
     failed, body, _ = desk({"type": "window.close", "params": {"id": 987654321}})
     assert failed and body["error"]["kind"] == "not_found", body
+    failed, body, _ = desk({"type": "keyboard.type", "params": {"ref": "a_987654321", "text": "lost keys"}})
+    assert failed and body["error"]["kind"] == "not_found", body  # typed nowhere, not where the focus was
     failed, body, _ = desk({"type": "apps.launch", "params": {"id": "rm -rf"}})
     assert failed and "params.id" in body["error"]["message"]
 
