@@ -101,11 +101,16 @@ def draw(image: Image.Image, marks: list[Mark], space: ImageSpace) -> None:
     """Draw each mark's box and number on `image`, an image of the screen in `space`."""
     canvas = ImageDraw.Draw(image)
     font = ImageFont.load_default(size=LABEL_PX)
-    for mark in marks:
+    corners = {}
+    for mark in marks:  # every box first, then the labels: no box is drawn over a number
         color = COLORS[mark.number % len(COLORS)]
         x0, y0 = scale_point(mark.box.x, mark.box.y, space, to="image")
         x1, y1 = scale_point(mark.box.x + mark.box.width, mark.box.y + mark.box.height, space, to="image")
         canvas.rectangle((x0, y0, max(x0, x1 - 1), max(y0, y1 - 1)), outline=color, width=2)
+        corners[mark.number] = x0, y0
+    for mark in marks:
+        color = COLORS[mark.number % len(COLORS)]
+        x0, y0 = corners[mark.number]
         label = str(mark.number)
         left, top, right, bottom = canvas.textbbox((0, 0), label, font=font)
         w, h = right - left + 4, bottom - top + 2
