@@ -335,10 +335,10 @@ class AccessibilityBus:
     async def _raw_call(self, dest: str, path: str, iface: str, member: str,
                         signature: str = "", body: list | None = None) -> Message:
         assert self._bus is not None and self._gate is not None
-        async with self._gate:
-            return await asyncio.wait_for(self._bus.call(Message(
+        async with self._gate, asyncio.timeout(CALL_TIMEOUT_S):  # a timer, not a task per call
+            return await self._bus.call(Message(
                 destination=dest, path=path, interface=iface, member=member,
-                signature=signature, body=body or [])), CALL_TIMEOUT_S)
+                signature=signature, body=body or []))
 
     async def call(self, dest: str, path: str, iface: str, member: str,
                    signature: str = "", body: list | None = None) -> list:
