@@ -235,9 +235,7 @@ class DesktopController:
         else:
             x, y = self._native.element_center(ref)
             what = ref
-        width, height = display.screen_size()
-        if not (0 <= x < width and 0 <= y < height):
-            raise DesktopError(f"{what} is off the screen (its centre is at {x},{y}); bring it into view first")
+        _on_screen(display, what, x, y)
         return step.model_copy(update={"params": params.model_copy(update={"x": x, "y": y})})
 
     def _focus(self, ref: str, display: DisplayConnection, run: _Run) -> None:
@@ -252,10 +250,7 @@ class DesktopController:
         except DesktopError:
             pass  # refused the focus: click it
         x, y = self._native.element_center(ref)
-        width, height = display.screen_size()
-        if not (0 <= x < width and 0 <= y < height):
-            raise DesktopError(f"{ref} takes no focus and is off the screen (its centre is at {x},{y}); "
-                               "bring it into view first")
+        _on_screen(display, f"{ref} takes no focus through accessibility and", x, y)
         _click(display, ClickParams(x=x, y=y), run, 1)
 
     def _on_loop(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
@@ -404,6 +399,13 @@ class DesktopController:
                     display.release_held()
                 except DesktopError:
                     self.close()
+
+
+def _on_screen(display: DisplayConnection, what: str, x: int, y: int) -> None:
+    """Refuse to aim at an element whose centre is off the screen."""
+    width, height = display.screen_size()
+    if not (0 <= x < width and 0 <= y < height):
+        raise DesktopError(f"{what} is off the screen (its centre is at {x},{y}); bring it into view first")
 
 
 def _inside(point: tuple[int, int], box: Any) -> bool:
