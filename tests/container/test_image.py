@@ -157,12 +157,13 @@ def test_the_runtime_answers_with_its_token_and_refuses_without(container):
 
 def test_run_js_drives_every_capability_in_the_container(container):
     """The agent's whole surface works in the image: the browser (with Chromium's own sandbox
-    on), the desktop, programs and documents, each reached through the spawn service as the
+    on), the desktop (Chromium's interface read through accessibility), programs and documents, each reached through the spawn service as the
     desktop user."""
     result = run_js(container, CALL + """
 const page = await call("browser", "browser_execute", {tab: "smoke", operations: [
   {type: "navigate", params: {url: "chrome://sandbox"}}, {type: "getText"}]});
-const screen = await call("browser", "desktop_execute", {operations: [{type: "screen.width"}]});
+const screen = await call("browser", "desktop_execute", {operations: [{type: "screen.width"},
+  {type: "accessibility.find", params: {role: "entry", name: "Address and search bar"}}]});
 const id = await run("id", ["-un"]);
 const made = await run("sh", ["-c", "printf 'P6 2 2 255\\n' > ~/red.ppm && head -c 12 /dev/zero | tr '\\\\0' '\\\\377' >> ~/red.ppm && echo made"]);
 const home = (await run("sh", ["-c", "echo $HOME"])).logs.trim();
@@ -173,7 +174,11 @@ JSON.stringify({page, screen, id, made, doc})
     out = json.loads(result["text"])
     # Chromium's own sandbox (namespaces + seccomp-BPF) holds under the shipped profile.
     assert "You are adequately sandboxed" in out["page"], out["page"]
-    assert "1280" in out["screen"], out["screen"]
+    desktop = json.loads(out["screen"])
+    assert desktop["results"][0]["result"] == 1280, desktop
+    # The accessibility bus works in the container, and Chromium's own interface is on it.
+    found = desktop["results"][1]["result"]["elements"]
+    assert any(e["name"] == "Address and search bar" for e in found), desktop
     assert out["id"] == {"status": "completed:0", "logs": "desktop\n"}, out["id"]
     assert "made" in out["made"]["logs"], out["made"]
     assert "red.png" in out["doc"], out["doc"]
