@@ -9,9 +9,11 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import re
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -227,6 +229,41 @@ def test_scroll_to_reports_the_screen_box_a_desktop_click_lands_in(marks_page, d
     failed, body, _ = desk({"type": "mouse.click", "params": {"x": box["x"] + 70, "y": box["y"] + 24}})
     assert not failed, body
     assert marks_page.clicked() == ["alpha"]
+
+
+def test_the_browsers_file_chooser_is_driven_from_the_desktop(browser_desktop, desk, run_page):
+    """What the page cannot reach: a click at the file input's screen box opens Chromium's own
+    file chooser, and the keyboard (LeftControl+L, the path, LeftAlt+O, as the tool's
+    description says) picks a file the page then holds."""
+    info = browser_desktop.info
+    name = f"chosen-{uuid.uuid4().hex[:6]}.txt"
+    path = Path(info.home) / name
+    path.write_text("chosen from the desktop\n")
+    os.chown(path, info.uid, info.gid)
+    tab, title = f"chooser-{uuid.uuid4().hex[:6]}", f"chooser {uuid.uuid4().hex[:6]}"
+    run = run_page([{"type": "setContent", "params": {"html": f"<title>{title}</title><input type=file id=f>"}},
+                    {"type": "scrollTo", "params": {"selector": "#f"}}], tab=tab)
+    assert not run.is_error, run.summary
+    box = run.result(2)["screenBox"]
+    try:
+        failed, body, _ = desk(
+            {"type": "window.focus", "params": {"title": title}},
+            {"type": "mouse.click", "params": {"x": box["x"] + 20, "y": box["y"] + box["height"] // 2}},
+            {"type": "window.waitFor", "params": {"title": "Open File", "timeout": 15000}},
+            {"type": "keyboard.type", "params": {"keys": ["LeftControl", "L"]}},
+            {"type": "keyboard.type", "params": {"text": str(path)}},
+            {"type": "keyboard.type", "params": {"keys": ["LeftAlt", "O"]}},
+            {"type": "window.waitFor", "params": {"title": "Open File", "state": "closed", "timeout": 15000}})
+        assert not failed, body
+        deadline = time.monotonic() + 10
+        script = "document.querySelector('#f').files[0]?.name ?? null"
+        while (chosen := run_page([{"type": "evaluate", "params": {"script": script}}], tab=tab).result(1)) != name \
+                and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert chosen == name
+    finally:
+        desk({"type": "window.close", "params": {"title": "Open File"}})  # after a failure: not left open
+        run_page([{"type": "url", "params": {}}], tab=tab, close=True)
 
 
 def test_a_zoomed_grab_is_larger_and_an_absurd_one_is_refused(desk):
