@@ -11,6 +11,8 @@ screen.waitStable.
 - accessibility.tree of a full Chromium window (its interface and a page of 200 form rows: the
   session turns Chromium's accessibility on) and of Thunar;
 - screen.marks end to end, on the page (browser) and on Thunar (accessibility);
+- accessibility.find on the whole desktop while Chromium shows that page (pages' contents are
+  left to a read naming their window);
 - screen.waitStable {ms: 200} on a still screen: time beyond the 200 ms;
 - bytes: the tree's text against the PNG of the same window.
 
@@ -123,6 +125,8 @@ def bench(info, runs: int) -> tuple[dict[str, float], dict[str, int]]:
                     marks = await timed("chromium: screen.marks (both)",
                                         {"type": "screen.marks", "params": {"window": chromium["id"]}})
                     sizes["chromium marks"] = len(marks["results"][0]["result"]["marks"])
+                    await timed("chromium: accessibility.find, whole desktop",
+                                {"type": "accessibility.find", "params": {"name": "Reload"}})
                     del shot
 
                     # Thunar on a folder of many files.

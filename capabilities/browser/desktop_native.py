@@ -88,6 +88,10 @@ class NativeDesktop:
 
     def read(self, scope: access.Scope, depth: int | None, limit: int, hidden: bool,
              prune: Callable[[access.Element], bool] | None = None) -> tuple[list, bool]:
+        """The accessible windows `scope` covers, their subtrees read; a read of the whole
+        desktop leaves web pages' contents unread (`_web_page`), unless `prune` says otherwise."""
+        if prune is None and scope.desktop:
+            prune = _web_page
         active, hints = self._hints()
         roots = access.pick_windows(self.bus.windows(), scope, active, hints)
         truncated = self.bus.tree(roots, depth, limit, hidden, prune)
@@ -129,6 +133,12 @@ def _settled_window(native: NativeDesktop, window_id: int, check, timeout: float
                 raise WindowGone(f"window {window_id} closed")
             return info
         time.sleep(0.03)
+
+
+def _web_page(element: access.Element) -> bool:
+    """A web page's document: thousands of elements on a busy page (a second to read), which
+    browser_execute reads better; a read naming the browser's window still walks it."""
+    return element.role == "document web"
 
 
 def _wait_element(native: NativeDesktop, p: Any) -> ElementResult:

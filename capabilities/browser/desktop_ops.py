@@ -167,7 +167,8 @@ WaitMs = Annotated[int, Field(ge=0, le=MAX_WAIT_MS, description="Milliseconds")]
 class AccessibilityTreeParams(_Params):
     window: Annotated[int, Field(ge=1)] | WindowTitle | None = Field(
         None, description="The window (X id from getWindows, or words of its title); default the active window")
-    desktop: bool = Field(False, description="The whole desktop: every application's windows")
+    desktop: bool = Field(False, description="The whole desktop: every application's windows (web pages' "
+                                             "contents only when their window is named)")
     depth: Annotated[int, Field(ge=1, le=64)] | None = Field(None, description="Levels below each window")
     roles: Annotated[list[Annotated[str, Field(max_length=40)]], Field(min_length=1, max_length=40)] | None = Field(
         None, description='List only these roles, e.g. ["push button", "check box"]')
@@ -185,7 +186,8 @@ class AccessibilityFindParams(AccessibilityTreeParams):
     name: Annotated[str, Field(max_length=500)] | None = Field(None, description="Words of the name (any case)")
     role: Annotated[str, Field(max_length=40)] | None = Field(None, description='A role, e.g. "push button"')
     text: Annotated[str, Field(max_length=500)] | None = Field(None, description="Words of the name, value or description")
-    desktop: bool = Field(True, description="Search every window (default); false: the active or named window")
+    desktop: bool = Field(True, description="Search every window (default; web pages' contents only when "
+                                            "their window is named); false: the active or named window")
     maxElements: Annotated[int, Field(ge=1, le=200)] = Field(20, description="Matches at most")
 
     @model_validator(mode="after")
@@ -218,7 +220,8 @@ class AccessibilityWaitParams(_Params):
     name: Annotated[str, Field(max_length=500)] | None = None
     role: Annotated[str, Field(max_length=40)] | None = None
     state: Annotated[str, Field(max_length=40)] | None = Field(None, description='e.g. "focused", "checked"')
-    window: Annotated[int, Field(ge=1)] | WindowTitle | None = None
+    window: Annotated[int, Field(ge=1)] | WindowTitle | None = Field(
+        None, description="Watch this window (its web page too); default every window, pages' contents aside")
     timeout: WaitMs = 10_000
 
     @model_validator(mode="after")
@@ -502,7 +505,7 @@ OPERATIONS: dict[str, OperationSpec] = {
         "The accessibility tree of the active window {window?, desktop?, depth?, roles?, maxElements?, hidden?}: "
         "native apps' elements with refs, roles, names, values, states and boxes"),
     "accessibility.find": OperationSpec(
-        AccessibilityFindParams, FindResult, "Elements by {name?, role?, text?, window?} on the whole desktop"),
+        AccessibilityFindParams, FindResult, "Elements by {name?, role?, text?, window?} on the whole desktop (a page's: name its window)"),
     "accessibility.act": OperationSpec(
         AccessibilityActParams, ActResult,
         "{ref, action: press|focus|setValue|toggle|select|expand, value?} without moving the pointer"),

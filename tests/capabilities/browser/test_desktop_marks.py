@@ -116,6 +116,20 @@ def test_page_marks_are_the_boxes_drawn_and_a_click_by_mark_lands(marks_page, de
     assert box["x"] <= click["x"] < box["x"] + box["width"] and box["y"] <= click["y"] < box["y"] + box["height"]
 
 
+def test_whole_desktop_reads_leave_web_pages_to_a_read_naming_their_window(marks_page, desk):
+    """A desktop-wide find searches the browser's interface but not its pages (a busy page is
+    thousands of elements, a second to read); naming the window finds the page's button."""
+    button = {"name": "Charlie", "role": "push button"}
+    failed, body, _ = desk({"type": "accessibility.find", "params": button},
+                           {"type": "accessibility.find", "params": {**button, "window": TITLE}},
+                           {"type": "accessibility.find", "params": {"name": "Reload", "role": "push button"}})
+    assert not failed, body
+    desktop_wide, in_window, interface = (r["result"] for r in body["results"])
+    assert desktop_wide["matches"] == 0, desktop_wide
+    assert in_window["matches"] == 1 and in_window["elements"][0]["app"] == "Chromium", in_window
+    assert interface["matches"] >= 1, interface
+
+
 def test_marks_of_both_sources_number_the_interface_and_the_page_once(marks_page, desk):
     """By default a Chromium window's marks are the browser's own interface (from its
     accessibility tree, a_N) and the page's elements (from the page, ref_N), none twice; a
