@@ -37,11 +37,15 @@ TREE_TIMEOUT_S = 30.0
 MAX_IN_FLIGHT = 48
 MAX_REFS = 200_000
 VALUE_CHARS = 200
+PAGE_WAKE_S = 3.0  # how long a browser's first read waits for its pages to show
+MAX_WAKE_ELEMENTS = 3000
+NAME_CHARS = 1000  # a page may name an element with megabytes: names and descriptions are cut here
 
 REGISTRY = "org.a11y.atspi.Registry"
 ROOT_PATH = "/org/a11y/atspi/accessible/root"
 NULL_PATH = "/org/a11y/atspi/null"
 ACCESSIBLE = "org.a11y.atspi.Accessible"
+APPLICATION = "org.a11y.atspi.Application"
 COMPONENT = "org.a11y.atspi.Component"
 ACTION = "org.a11y.atspi.Action"
 TEXT = "org.a11y.atspi.Text"
@@ -168,6 +172,11 @@ class Element:
         return out
 
 
+def _squeeze(value: Any) -> str:
+    """A name or description as read: whitespace runs made one space, at most NAME_CHARS."""
+    return " ".join(str(value)[: NAME_CHARS * 4].split())[:NAME_CHARS]
+
+
 def _clip(text: str, limit: int) -> str:
     text = " ".join(text.split()).replace('"', "'")
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -263,6 +272,7 @@ class AccessibilityBus:
         self.desktop_uid = desktop_uid
         self.refs = RefTable()
         self._owners: dict[str, bool] = {}
+        self._pages_awake: set[str] = set()  # applications (bus names) already read once
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="atspi", daemon=True)
         self._thread.start()
@@ -377,8 +387,8 @@ class AccessibilityBus:
         interfaces = frozenset(ifaces[0])
         element = Element(
             ref=self.refs.ref(dest, path), role=role[0],
-            name=" ".join(str(_prop(values, "Name", "")).split()),
-            description=" ".join(str(_prop(values, "Description", "")).split()),
+            name=_squeeze(_prop(values, "Name", "")),
+            description=_squeeze(_prop(values, "Description", "")),
             states=states, box=None, interfaces=interfaces, depth=depth)
         extras = []
         if COMPONENT in interfaces:
@@ -472,6 +482,32 @@ class AccessibilityBus:
             level = nxt
             current += 1
 
+    async def _wake_pages(self, window: Element) -> None:
+        """Chromium builds its pages' accessibility only once something reads its windows: the
+        first read finds no page at all. So the first read of a Chromium application's window
+        (once per browser process) walks it, and walks again until a page shows, up to
+        PAGE_WAKE_S."""
+        dest, path = self.refs.lookup(window.ref)
+        if dest in self._pages_awake:
+            return
+        self._pages_awake.add(dest)
+        try:
+            toolkit = (await self.call(dest, ROOT_PATH, PROPERTIES, "Get", "ss",
+                                       [APPLICATION, "ToolkitName"]))[0]
+            if (toolkit.value if isinstance(toolkit, Variant) else toolkit) != "Chromium":
+                return
+            deadline = asyncio.get_running_loop().time() + PAGE_WAKE_S
+            while True:
+                probe = await self._read(dest, path, 0)
+                await self._walk(probe, None, _Budget(limit=MAX_WAKE_ELEMENTS), False)
+                if any(e.role == "document web" and e.children for e in walk([probe])):
+                    return
+                if asyncio.get_running_loop().time() >= deadline:
+                    return  # no page in this window, or a slow one: read what is there
+                await asyncio.sleep(0.2)
+        except AccessibilityError:
+            return  # gone, or not a browser: the read itself will say
+
     # -- public ---------------------------------------------------------------------------
 
     def windows(self) -> list[Element]:
@@ -485,6 +521,7 @@ class AccessibilityBus:
         budget = _Budget(limit=max_elements)
 
         async def walk_all() -> None:
+            await asyncio.gather(*(self._wake_pages(r) for r in roots))
             await asyncio.gather(*(self._walk(r, depth, budget, keep_hidden, prune) for r in roots))
 
         self._run(walk_all(), TREE_TIMEOUT_S)

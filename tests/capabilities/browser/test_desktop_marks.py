@@ -130,6 +130,31 @@ def test_whole_desktop_reads_leave_web_pages_to_a_read_naming_their_window(marks
     assert interface["matches"] >= 1, interface
 
 
+def test_a_page_naming_an_element_with_megabytes_gets_a_bounded_answer(desk, run_page):
+    """A hostile page's 2 MB aria-label reaches the accessibility tree; the element's name is
+    cut when read, so finds, trees and marks stay small."""
+    tab, title = f"huge-{uuid.uuid4().hex[:6]}", f"huge name {uuid.uuid4().hex[:6]}"
+    run = run_page([{"type": "setContent", "params": {"html": f"<title>{title}</title>"
+                     "<button id=b>x</button><script>b.setAttribute('aria-label', 'A'.repeat(2e6))</script>"}}],
+                   tab=tab)
+    assert not run.is_error, run.summary
+    try:
+        failed, body, _ = desk(
+            {"type": "window.waitFor", "params": {"title": title, "timeout": 15000}},  # Chromium retitles later
+            {"type": "window.focus", "params": {"title": title}},
+            {"type": "accessibility.find", "params": {"name": "AAAA", "role": "push button", "window": title}},
+            {"type": "accessibility.tree", "params": {"window": title}},
+            {"type": "screen.marks", "params": {"window": title, "source": "accessibility"}})
+        assert not failed, body
+        found = body["results"][2]["result"]["elements"]
+        assert len(found) == 1 and found[0]["name"].startswith("AAAA") and len(found[0]["name"]) <= 1000, \
+            body["results"][3]["result"]["tree"]
+        assert max(len(line) for line in body["results"][3]["result"]["tree"].splitlines()) < 400
+        assert len(json.dumps(body)) < 100_000
+    finally:
+        run_page([{"type": "url", "params": {}}], tab=tab, close=True)
+
+
 def test_marks_of_both_sources_number_the_interface_and_the_page_once(marks_page, desk):
     """By default a Chromium window's marks are the browser's own interface (from its
     accessibility tree, a_N) and the page's elements (from the page, ref_N), none twice; a
@@ -261,6 +286,7 @@ def test_the_browsers_file_chooser_is_driven_from_the_desktop(browser_desktop, d
     box = run.result(2)["screenBox"]
     try:
         failed, body, _ = desk(
+            {"type": "window.waitFor", "params": {"title": title, "timeout": 15000}},  # Chromium retitles later
             {"type": "window.focus", "params": {"title": title}},
             {"type": "mouse.click", "params": {"x": box["x"] + 20, "y": box["y"] + box["height"] // 2}},
             {"type": "window.waitFor", "params": {"title": "Open File", "timeout": 15000}},
