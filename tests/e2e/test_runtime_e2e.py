@@ -260,8 +260,10 @@ def test_run_py_timeout_cancels_inflight_tool_calls(rt: RuntimeClient) -> None:
     """A timed-out Python run cancels its pending capability call too."""
     name = tag()
     ensure_test_server(rt)
-    # 3 s, not 1: on a loaded machine the call must have reached the server before the timeout
-    # for there to be anything in flight to cancel.
+    # The engine loaded first (a fresh runtime's first run_py loads CPython's module, seconds on
+    # a loaded machine), and 3 s, not 1: the call must reach the server before the timeout for
+    # there to be anything in flight to cancel.
+    assert not rt.run_py("1").is_error
     out = rt.run_py(f'mcp.call_tool("test", "delay", {{"seconds": 30, "tag": "{name}"}})', timeout_seconds=3)
     assert out.is_error and "timeout" in out.text
     assert name in cancelled_tags(rt, name)
