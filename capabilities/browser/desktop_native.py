@@ -155,8 +155,9 @@ def _wait_element(native: NativeDesktop, p: Any) -> ElementResult:
         if time.monotonic() >= deadline:
             what = " ".join(x for x in (p.role, repr(p.name) if p.name else None,
                                         f"({p.state})" if p.state else None) if x)
+            page = "" if p.window is not None else " (a web page's elements: name its window)"
             raise WaitTimeout(f"no element {what} appeared within {p.timeout} ms; read the screen "
-                              f"(accessibility.tree) to see what is there")
+                              f"(accessibility.tree) to see what is there{page}")
         time.sleep(POLL_S)
 
 

@@ -128,6 +128,10 @@ def test_whole_desktop_reads_leave_web_pages_to_a_read_naming_their_window(marks
     assert desktop_wide["matches"] == 0, desktop_wide
     assert in_window["matches"] == 1 and in_window["elements"][0]["app"] == "Chromium", in_window
     assert interface["matches"] >= 1, interface
+    failed, body, _ = desk({"type": "accessibility.waitFor", "params": {**button, "window": TITLE, "timeout": 5000}})
+    assert not failed and body["results"][0]["result"]["name"] == "Charlie", body
+    failed, body, _ = desk({"type": "accessibility.waitFor", "params": {**button, "timeout": 300}})
+    assert failed and "a web page's elements: name its window" in body["error"]["message"], body
 
 
 def test_a_page_naming_an_element_with_megabytes_gets_a_bounded_answer(desk, run_page):
