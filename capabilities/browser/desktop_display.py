@@ -38,6 +38,19 @@ class DisplayUnavailable(DesktopError, Unavailable):
     kind = "unavailable"
 
 
+def open_display(session: SessionInfo, error: type[DesktopError]) -> xdisplay.Display:
+    """A new connection to the session's X display; `error` when it cannot be opened."""
+    # libX11 (mss) and python-xlib read the cookie file from the environment.
+    xauthority = session.env.get("XAUTHORITY")
+    if xauthority:
+        os.environ["XAUTHORITY"] = xauthority
+    try:
+        return xdisplay.Display(session.display)
+    except (xerror.DisplayError, OSError) as exc:
+        raise error(f"cannot open the desktop's display {session.display}: {exc}; is the session up? "
+                    f"(`codedesk desktop status`)") from exc
+
+
 @dataclass(frozen=True, kw_only=True)
 class Window:
     """A top-level window: its X id, title, owner's pid (None when unknown) and its client
@@ -101,16 +114,7 @@ class DisplayConnection:
     def __init__(self, session: SessionInfo) -> None:
         self.session = session
         self.name = session.display
-        # libX11 (mss) and python-xlib read the cookie file from the environment.
-        xauthority = session.env.get("XAUTHORITY")
-        if xauthority:
-            os.environ["XAUTHORITY"] = xauthority
-        try:
-            self._x = xdisplay.Display(self.name)
-        except (xerror.DisplayError, OSError) as exc:
-            raise DisplayUnavailable(
-                f"cannot open the desktop's display {self.name}: {exc}; is the session up? "
-                f"(`codedesk desktop status`)") from exc
+        self._x = open_display(session, DisplayUnavailable)
         if not self._x.has_extension("XTEST"):
             self._x.close()
             raise DisplayUnavailable(f"display {self.name} has no XTEST extension: no way to send input")

@@ -11,16 +11,15 @@ Errors: `WaitTimeout` (a `DesktopError`) when the screen never settles in time.
 
 from __future__ import annotations
 
-import os
 import select
 import time
 from dataclasses import dataclass
 
-from Xlib import X, display as xdisplay, error as xerror
+from Xlib import error as xerror
 from Xlib.ext import damage
 
 from ..session import SessionInfo
-from .desktop_display import DesktopError
+from .desktop_display import DesktopError, open_display
 
 #: A change this thin and this short (a text caret blinking) does not count.
 CARET_PX = 3
@@ -49,13 +48,7 @@ class ScreenWatch:
     """Damage to the screen since the last `mark()`, and waits for quiet."""
 
     def __init__(self, session: SessionInfo) -> None:
-        xauthority = session.env.get("XAUTHORITY")
-        if xauthority:
-            os.environ["XAUTHORITY"] = xauthority
-        try:
-            self._x = xdisplay.Display(session.display)
-        except (xerror.DisplayError, OSError) as exc:
-            raise DesktopError(f"cannot open the desktop's display {session.display}: {exc}") from exc
+        self._x = open_display(session, DesktopError)
         self.display_name = session.display
         if not self._x.has_extension("DAMAGE"):
             self._x.close()

@@ -16,12 +16,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from Xlib import X, Xatom, display as xdisplay, error as xerror
+from Xlib import X, Xatom, error as xerror
 from Xlib.ext import composite
 from Xlib.protocol import event as xevent
 
 from ..session import SessionInfo
-from .desktop_display import DesktopError, Grab
+from .desktop_display import DesktopError, Grab, open_display
 from .desktop_env import desktop_env
 
 WAIT_POLL_S = 0.05
@@ -73,13 +73,7 @@ class WindowManager:
 
     def __init__(self, session: SessionInfo) -> None:
         self.session = session
-        xauthority = session.env.get("XAUTHORITY")
-        if xauthority:
-            os.environ["XAUTHORITY"] = xauthority
-        try:
-            self._x = xdisplay.Display(session.display)
-        except (xerror.DisplayError, OSError) as exc:
-            raise WindowError(f"cannot open the desktop's display {session.display}: {exc}") from exc
+        self._x = open_display(session, WindowError)
         self._root = self._x.screen().root
         self._atoms: dict[str, int] = {}
         self.has_composite = self._x.has_extension("Composite")
