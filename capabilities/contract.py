@@ -294,6 +294,14 @@ class ToolRegistry(Generic[State]):
             self._listed = [spec.tool() for spec in self.specs.values()]
         return list(self._listed)
 
+    # The MCP server's tools/list and tools/call handlers: `Server(..., on_list_tools=registry.on_list_tools,
+    # on_call_tool=registry.on_call_tool)`; the lifespan's value is the tools' state.
+    async def on_list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=self.list_tools())
+
+    async def on_call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return await self.call(ctx.lifespan_context, params.name, params.arguments)
+
     async def call(self, state: State, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         """Validate the whole input, run the tool, and answer by the contract, whatever happens."""
         spec = self.specs.get(name)

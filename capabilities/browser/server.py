@@ -16,8 +16,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
-import mcp_types as types
-from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
 from capabilities.contract import ToolRegistry
@@ -30,11 +28,6 @@ log = logging.getLogger("codedesk.browser")
 
 SERVER_NAME = "browser"
 REGISTRY: ToolRegistry[BrowserState] = ToolRegistry(SERVER_NAME, [page_tool.TOOL, desktop_tool.TOOL])
-
-
-async def call_tool(state: BrowserState, name: str, arguments: dict | None) -> types.CallToolResult:
-    """Validate, run and answer one tool call (also used directly by in-process callers)."""
-    return await REGISTRY.call(state, name, arguments)
 
 
 @asynccontextmanager
@@ -59,14 +52,6 @@ async def _warm_up(state: BrowserState) -> None:
         log.warning("starting Playwright's driver ahead of the first call failed: %r", exc)
 
 
-async def _list_tools(ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-    return types.ListToolsResult(tools=REGISTRY.list_tools())
-
-
-async def _call_tool(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
-    return await REGISTRY.call(ctx.lifespan_context, params.name, params.arguments)
-
-
 def build_server() -> Server:
     """The browser MCP server (serve it with `main`, or over any transport)."""
     return Server(
@@ -78,8 +63,8 @@ def build_server() -> Server:
             "prescribes."
         ),
         lifespan=browser_lifespan,
-        on_list_tools=_list_tools,
-        on_call_tool=_call_tool,
+        on_list_tools=REGISTRY.on_list_tools,
+        on_call_tool=REGISTRY.on_call_tool,
     )
 
 

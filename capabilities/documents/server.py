@@ -19,7 +19,6 @@ from contextlib import asynccontextmanager
 
 import mcp_types as types
 import pymupdf
-from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
 from capabilities.contract import ToolRegistry
@@ -62,14 +61,6 @@ async def workspace_lifespan(_: Server) -> AsyncIterator[Workspace]:
             signal.signal(signal.SIGTERM, previous)
 
 
-async def _list_tools(ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-    return types.ListToolsResult(tools=REGISTRY.list_tools())
-
-
-async def _call_tool(ctx: ServerRequestContext, params: types.CallToolRequestParams) -> types.CallToolResult:
-    return await REGISTRY.call(ctx.lifespan_context, params.name, params.arguments)
-
-
 def build_server() -> Server:
     """The documents MCP server (serve it with `main`, or over any transport)."""
     return Server(
@@ -81,8 +72,8 @@ def build_server() -> Server:
             "output schema, and a one-line summary."
         ),
         lifespan=workspace_lifespan,
-        on_list_tools=_list_tools,
-        on_call_tool=_call_tool,
+        on_list_tools=REGISTRY.on_list_tools,
+        on_call_tool=REGISTRY.on_call_tool,
     )
 
 

@@ -24,7 +24,6 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from pydantic import BaseModel, ValidationError
@@ -156,18 +155,6 @@ _store_problem = "the exec log store is not ready"
 # -- the MCP wiring --------------------------------------------------------------------------
 
 
-async def _list_tools(
-    ctx: ServerRequestContext[ProcessTable | None], params: types.PaginatedRequestParams | None
-) -> types.ListToolsResult:
-    return types.ListToolsResult(tools=REGISTRY.list_tools())
-
-
-async def _call_tool(
-    ctx: ServerRequestContext[ProcessTable | None], params: types.CallToolRequestParams
-) -> types.CallToolResult:
-    return await REGISTRY.call(ctx.lifespan_context, params.name, params.arguments)
-
-
 def build_server(on_ready: Callable[[ProcessTable], None] | None = None) -> Server[ProcessTable | None]:
     """The exec MCP server; its lifespan owns the process table (and stops it on exit).
 
@@ -200,7 +187,7 @@ def build_server(on_ready: Callable[[ProcessTable], None] | None = None) -> Serv
                         await table.stop_all()
                 tasks.cancel_scope.cancel()
 
-    return Server(SERVER_NAME, lifespan=lifespan, on_list_tools=_list_tools, on_call_tool=_call_tool)
+    return Server(SERVER_NAME, lifespan=lifespan, on_list_tools=REGISTRY.on_list_tools, on_call_tool=REGISTRY.on_call_tool)
 
 
 async def serve_stdio() -> None:
