@@ -120,6 +120,11 @@ class Box:
     def to_json(self) -> dict:
         return {"x": self.x, "y": self.y, "width": self.width, "height": self.height}
 
+    def touches(self, other: "Box") -> bool:
+        """Whether the two rectangles share a pixel."""
+        return (other.x < self.x + self.width and self.x < other.x + other.width
+                and other.y < self.y + self.height and self.y < other.y + other.height)
+
 
 @dataclass
 class Element:

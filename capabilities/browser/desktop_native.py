@@ -18,7 +18,7 @@ from . import desktop_accessibility as access
 from .desktop_display import DesktopError
 from .desktop_ops import (ActResult, AppResult, ElementResult, FindResult, StableResult, TreeResult,
                           WindowStateResult)
-from .desktop_waits import Region, ScreenWatch, WaitTimeout
+from .desktop_waits import ScreenWatch, WaitTimeout
 from .desktop_windows import WindowInfo, WindowManager, launch_app, list_apps
 
 #: Steps whose result says whether the screen changed.
@@ -240,8 +240,8 @@ def perform(native: NativeDesktop, step: Any, image) -> Any:
         case "apps.launch":
             return _window(launch_app(native.session, native.wm, p.id, p.args, p.timeout / 1000))
         case "screen.waitStable":
-            region = None if p.region is None else Region(p.region.left, p.region.top, p.region.width,
-                                                          p.region.height)
+            region = None if p.region is None else access.Box(p.region.left, p.region.top, p.region.width,
+                                                              p.region.height)
             return StableResult(**native.watch.wait_stable(p.ms, p.timeout, region))
     raise AssertionError(f"operation {step.type} has no implementation")
 

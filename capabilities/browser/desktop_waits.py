@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import select
 import time
-from dataclasses import dataclass
 
 from Xlib import error as xerror
 from Xlib.ext import damage
 
 from ..session import SessionInfo
+from .desktop_accessibility import Box
 from .desktop_display import DesktopError, open_display
 
 #: A change this thin and this short (a text caret blinking) does not count.
@@ -30,18 +30,6 @@ class WaitTimeout(DesktopError):
     """The screen (or a window, or an element) did not get where a wait asked in time."""
 
     kind = "timeout"
-
-
-@dataclass(frozen=True)
-class Region:
-    left: int
-    top: int
-    width: int
-    height: int
-
-    def touches(self, x: int, y: int, w: int, h: int) -> bool:
-        return (x < self.left + self.width and self.left < x + w
-                and y < self.top + self.height and self.top < y + h)
 
 
 class ScreenWatch:
@@ -87,13 +75,13 @@ class ScreenWatch:
             except (xerror.XError, xerror.ConnectionClosedError) as exc:
                 raise DesktopError(f"lost the display {self.display_name}: {exc}") from exc
 
-    def _take(self, region: Region | None) -> bool:
+    def _take(self, region: Box | None) -> bool:
         """Whether any pending damage counts (in the region, larger than a caret); clears it."""
         rects, self._pending = self._pending, []
         for x, y, w, h in rects:
             if min(w, h) <= CARET_PX and max(w, h) <= CARET_LENGTH_PX:
                 continue
-            if region is None or region.touches(x, y, w, h):
+            if region is None or region.touches(Box(x, y, w, h)):
                 return True
         return False
 
@@ -102,12 +90,12 @@ class ScreenWatch:
         self._drain()
         self._pending.clear()
 
-    def changed(self, region: Region | None = None) -> bool:
+    def changed(self, region: Box | None = None) -> bool:
         """Whether the screen (or the region) changed since `mark()`."""
         self._drain()
         return self._take(region)
 
-    def wait_stable(self, quiet_ms: int, timeout_ms: int, region: Region | None = None) -> dict:
+    def wait_stable(self, quiet_ms: int, timeout_ms: int, region: Box | None = None) -> dict:
         """Return once nothing changed for `quiet_ms`; raise `WaitTimeout` after `timeout_ms`.
         Result: {waitedMs, quietMs}."""
         start = time.monotonic()

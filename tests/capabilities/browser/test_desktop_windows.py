@@ -15,7 +15,8 @@ import pytest
 
 from PIL import Image, ImageChops, ImageStat
 
-from capabilities.browser.desktop_waits import Region, ScreenWatch, WaitTimeout
+from capabilities.browser.desktop_accessibility import Box
+from capabilities.browser.desktop_waits import ScreenWatch, WaitTimeout
 from capabilities.browser.desktop_windows import (WindowError, WindowGone, WindowManager,
                                                   launch_app, spawn_app)
 
@@ -187,7 +188,7 @@ def test_wait_stable_times_out_with_a_clear_error_on_a_page_that_never_stops(run
             watch.wait_stable(500, 1500)
         assert time.monotonic() - began < 1.5 + 1
         # A region away from the animation is still.
-        assert watch.wait_stable(300, 5000, Region(0, 0, 1280, 20))["quietMs"] == 300
+        assert watch.wait_stable(300, 5000, Box(0, 0, 1280, 20))["quietMs"] == 300
     finally:
         run_page([{"type": "evaluate", "params": {"script": "1"}}], tab=tab, close=True)
 
