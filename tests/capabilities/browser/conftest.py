@@ -245,6 +245,29 @@ def browser_kit():
     return SimpleNamespace(BrowserServer=BrowserServer, read=read_page_run, chromium_pid=session_chromium_pid)
 
 
+@pytest.fixture(scope="session")
+def resize_screen(browser_desktop):
+    """`resize_screen(width, height)`: the session's screen size set with xrandr, the way a
+    viewer's resize does."""
+    import subprocess
+
+    info = browser_desktop.info
+    env = {**os.environ, **info.env, "DISPLAY": info.display}
+
+    def resize(width: int, height: int) -> None:
+        name = f"codedesk-test-{width}x{height}"
+        out = subprocess.run(["xrandr"], env=env, capture_output=True, text=True, check=True).stdout
+        output = next(line.split()[0] for line in out.splitlines() if " connected" in line)
+        if name not in out:
+            subprocess.run(["xrandr", "--newmode", name, "60", str(width), str(width + 1), str(width + 2),
+                            str(width + 3), str(height), str(height + 1), str(height + 2),
+                            str(height + 3)], env=env, check=True)
+            subprocess.run(["xrandr", "--addmode", output, name], env=env, check=True)
+        subprocess.run(["xrandr", "--output", output, "--mode", name], env=env, check=True)
+
+    return resize
+
+
 @pytest.fixture(scope="module")
 def no_session_restore_prompt(browser_desktop):
     """Mousepad asks to restore "a previous session" after windows closed under it; tests close

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import subprocess
 import threading
 import time
 import uuid
@@ -23,19 +21,10 @@ import jsonschema
 import pytest
 
 from capabilities.contract import ERROR_KINDS
+from tests.fixtures.contract import image_indices
 
 TAB = "contract"
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-def image_indices(value) -> list[int]:
-    """Every `image_index` in a structured result, at any depth."""
-    if isinstance(value, dict):
-        found = [value["image_index"]] if "image_index" in value else []
-        return found + [i for key, item in value.items() if key != "image_index" for i in image_indices(item)]
-    if isinstance(value, list):
-        return [i for item in value for i in image_indices(item)]
-    return []
 
 
 @pytest.fixture(scope="module")
@@ -246,20 +235,6 @@ def test_browser_failures_keep_the_contract(browser_server, tools, pages_server)
     assert thrown["error"]["kind"] == "failed" and thrown["error"]["field"] == "params.script"
 
 
-def _resize(info, width: int, height: int) -> None:
-    """Set the session's screen size with xrandr, the way a viewer's resize does."""
-    env = {**os.environ, **info.env, "DISPLAY": info.display}
-    name = f"codedesk-test-{width}x{height}"
-    out = subprocess.run(["xrandr"], env=env, capture_output=True, text=True, check=True).stdout
-    output = next(line.split()[0] for line in out.splitlines() if " connected" in line)
-    if name not in out:
-        subprocess.run(["xrandr", "--newmode", name, "60", str(width), str(width + 1), str(width + 2),
-                        str(width + 3), str(height), str(height + 1), str(height + 2),
-                        str(height + 3)], env=env, check=True)
-        subprocess.run(["xrandr", "--addmode", output, name], env=env, check=True)
-    subprocess.run(["xrandr", "--output", output, "--mode", name], env=env, check=True)
-
-
 def test_desktop_walk_matches_the_output_schema(browser_server, tools):
     """Every desktop operation's result has the type the declarations promise (on a blank page,
     so the clicks and keys land nowhere that matters)."""
@@ -300,7 +275,7 @@ def test_native_walk_matches_the_output_schema(browser_server, tools):
     assert [r["operation"] for r in data["results"]] == [op["type"] for op in NATIVE_ACT]
 
 
-def test_desktop_failures_keep_the_contract(browser_server, tools, browser_desktop):
+def test_desktop_failures_keep_the_contract(browser_server, tools, resize_screen):
     """Bad input, aim off the screen and a step failing at run time answer isError with the one
     error object, by the schema (a failing step with its screenshot)."""
     tool = tools["desktop_execute"]
@@ -324,7 +299,7 @@ def test_desktop_failures_keep_the_contract(browser_server, tools, browser_deskt
     width, height = off["screen"]["width"], off["screen"]["height"]
 
     # The region is on the screen when the call is checked; the screen shrinks during the sleep.
-    shrink = threading.Timer(1.0, _resize, (browser_desktop.info, width - 256, height - 200))
+    shrink = threading.Timer(1.0, resize_screen, (width - 256, height - 200))
     shrink.start()
     try:
         failed = call({"operations": [
@@ -334,7 +309,7 @@ def test_desktop_failures_keep_the_contract(browser_server, tools, browser_deskt
         ]})
     finally:
         shrink.join()
-        _resize(browser_desktop.info, width, height)
+        resize_screen(width, height)
         time.sleep(0.5)
     assert failed["error"]["kind"] == "failed" and failed["error"]["step"] == 2
     assert [r["success"] for r in failed["results"]] == [True, False]

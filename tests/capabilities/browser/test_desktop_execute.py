@@ -11,7 +11,6 @@ import base64
 import io
 import json
 import os
-import subprocess
 import threading
 import time
 import uuid
@@ -174,26 +173,12 @@ def input_page(run_page, desktop, pages_server):
     page.close()
 
 
-def _resize(info, width: int, height: int) -> None:
-    """Set the session's screen size with xrandr, the way a viewer's resize does."""
-    env = {**os.environ, **info.env, "DISPLAY": info.display}
-    name = f"codedesk-test-{width}x{height}"
-    out = subprocess.run(["xrandr"], env=env, capture_output=True, text=True, check=True).stdout
-    output = next(line.split()[0] for line in out.splitlines() if " connected" in line)
-    if name not in out:
-        subprocess.run(["xrandr", "--newmode", name, "60", str(width), str(width + 1), str(width + 2),
-                        str(width + 3), str(height), str(height + 1), str(height + 2),
-                        str(height + 3)], env=env, check=True)
-        subprocess.run(["xrandr", "--addmode", output, name], env=env, check=True)
-    subprocess.run(["xrandr", "--output", output, "--mode", name], env=env, check=True)
-
-
 @pytest.fixture
-def screen_resizer(browser_desktop, desktop):
+def screen_resizer(resize_screen, desktop):
     """`resize(w, h)`; the original size comes back after the test."""
     before = desktop([{"type": "screen.width"}, {"type": "screen.height"}])
-    yield lambda w, h: _resize(browser_desktop.info, w, h)
-    _resize(browser_desktop.info, before.result(1), before.result(2))
+    yield resize_screen
+    resize_screen(before.result(1), before.result(2))
 
 
 # -- mouse ----------------------------------------------------------------------------------

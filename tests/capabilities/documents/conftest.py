@@ -16,6 +16,7 @@ import jsonschema
 import pytest
 
 from capabilities.contract import ERROR_KINDS
+from tests.fixtures.contract import image_indices
 from capabilities.documents.libreoffice import OfficeConverter
 from capabilities.documents.paths import Roots
 from capabilities.documents.server import REGISTRY, call_tool
@@ -78,16 +79,6 @@ def check_contract(tool: str, result) -> None:
     assert [block.type for block in result.content[1:]] == ["image"] * len(images)
     indices = sorted(image_indices(result.structured_content))
     assert indices == list(range(len(images))), f"image_index values {indices} for {len(images)} image(s)"
-
-
-def image_indices(value) -> list[int]:
-    """Every `image_index` in a structured result, at any depth."""
-    if isinstance(value, dict):
-        found = [value["image_index"]] if "image_index" in value else []
-        return found + [i for key, item in value.items() if key != "image_index" for i in image_indices(item)]
-    if isinstance(value, list):
-        return [i for item in value for i in image_indices(item)]
-    return []
 
 
 @pytest.fixture

@@ -20,9 +20,9 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from capabilities.contract import ERROR_KINDS
+from tests.fixtures.contract import image_indices
 
 from . import builders
-from .conftest import image_indices
 
 REPO = Path(__file__).resolve().parents[3]
 
