@@ -51,6 +51,42 @@ def open_display(session: SessionInfo, error: type[DesktopError]) -> xdisplay.Di
                     f"(`codedesk desktop status`)") from exc
 
 
+class XClient:
+    """A connection of its own to the session's display, and the property reading its users
+    share: atoms, text properties, the root window's lists of windows. A subclass's `_call`
+    says how a failed request is reported."""
+
+    def __init__(self, session: SessionInfo, error: type[DesktopError]) -> None:
+        self.session = session
+        self._x = open_display(session, error)
+        self._root = self._x.screen().root
+        self._atoms: dict[str, int] = {}
+
+    def _call(self, fn, *args, **kwargs):
+        raise NotImplementedError
+
+    def _atom(self, name: str) -> int:
+        if name not in self._atoms:
+            self._atoms[name] = self._call(self._x.intern_atom, name)
+        return self._atoms[name]
+
+    def _text(self, window, name: str) -> str | None:
+        prop = window.get_full_property(self._atom(name), X.AnyPropertyType)
+        if prop is None:
+            return None
+        value = prop.value
+        return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+    def _title(self, window) -> str:
+        title = self._text(window, "_NET_WM_NAME")
+        return title if title is not None else self._text(window, "WM_NAME") or ""
+
+    def _root_ids(self, name: str) -> list[int] | None:
+        """A list of windows on the root (_NET_CLIENT_LIST, _NET_ACTIVE_WINDOW); None when unset."""
+        prop = self._call(self._root.get_full_property, self._atom(name), Xatom.WINDOW)
+        return None if prop is None else [int(v) for v in prop.value]
+
+
 @dataclass(frozen=True, kw_only=True)
 class Window:
     """A top-level window: its X id, title, owner's pid (None when unknown) and its client
@@ -104,7 +140,7 @@ class Grab:
         return encode_png(image), image.width, image.height
 
 
-class DisplayConnection:
+class DisplayConnection(XClient):
     """The session's display, as a person at its mouse and keyboard uses it.
 
     Keeps track of the keys and buttons it holds down so `release_held()` can let them all
@@ -112,19 +148,16 @@ class DisplayConnection:
     """
 
     def __init__(self, session: SessionInfo) -> None:
-        self.session = session
+        super().__init__(session, DisplayUnavailable)
         self.name = session.display
-        self._x = open_display(session, DisplayUnavailable)
         if not self._x.has_extension("XTEST"):
             self._x.close()
             raise DisplayUnavailable(f"display {self.name} has no XTEST extension: no way to send input")
-        self._root = self._x.screen().root
         try:
             self._screen = mss.MSS(display=self.name)
         except mss.ScreenShotError as exc:
             self._x.close()
             raise DisplayUnavailable(f"cannot read the screen of {self.name}: {exc}") from exc
-        self._atoms: dict[str, int] = {}
         self._last_size: tuple[int, int] = (0, 0)
         self._keymap: dict[int, tuple[int, bool]] = {}
         self._spare_keycodes: list[int] = []
@@ -258,15 +291,15 @@ class DisplayConnection:
     def windows(self) -> list[Window]:
         """The window manager's client list (EWMH), oldest first; with no EWMH window manager,
         the mapped top-level windows that have a title."""
-        ids = self._root_property("_NET_CLIENT_LIST", Xatom.WINDOW)
-        if ids is None and not self._root_property("_NET_SUPPORTING_WM_CHECK", Xatom.WINDOW):
+        ids = self._root_ids("_NET_CLIENT_LIST")
+        if ids is None and not self._root_ids("_NET_SUPPORTING_WM_CHECK"):
             ids = [child.id for child in self._call(self._root.query_tree).children]
             found = [w for w in (self._window(i) for i in ids) if w is not None]
             return [w for w in found if w.title]
         return [w for w in (self._window(i) for i in ids or []) if w is not None]
 
     def active_window(self) -> Window | None:
-        ids = self._root_property("_NET_ACTIVE_WINDOW", Xatom.WINDOW)
+        ids = self._root_ids("_NET_ACTIVE_WINDOW")
         if ids:
             return self._window(ids[0]) if ids[0] else None
         focus = self._call(self._x.get_input_focus).focus
@@ -282,30 +315,12 @@ class DisplayConnection:
                 return None
             geometry = window.get_geometry()
             origin = self._root.translate_coords(window, 0, 0)
-            title = self._text_property(window, "_NET_WM_NAME")
-            if title is None:
-                title = self._text_property(window, "WM_NAME") or ""
+            title = self._title(window)
             pid = window.get_full_property(self._atom("_NET_WM_PID"), Xatom.CARDINAL)
         except xerror.XError:
             return None  # it closed while we looked
         return Window(id=window_id, title=title, pid=int(pid.value[0]) if pid else None,
                       x=origin.x, y=origin.y, width=geometry.width, height=geometry.height)
-
-    def _text_property(self, window, name: str) -> str | None:
-        prop = window.get_full_property(self._atom(name), X.AnyPropertyType)
-        if prop is None:
-            return None
-        value = prop.value
-        return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-    def _root_property(self, name: str, kind: int) -> list[int] | None:
-        prop = self._call(self._root.get_full_property, self._atom(name), kind)
-        return None if prop is None else [int(v) for v in prop.value]
-
-    def _atom(self, name: str) -> int:
-        if name not in self._atoms:
-            self._atoms[name] = self._call(self._x.intern_atom, name)
-        return self._atoms[name]
 
     # -- clipboard (xclip) ----------------------------------------------------------------
 

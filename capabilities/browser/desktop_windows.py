@@ -21,7 +21,7 @@ from Xlib.ext import composite
 from Xlib.protocol import event as xevent
 
 from ..session import SessionInfo
-from .desktop_display import DesktopError, Grab, open_display
+from .desktop_display import DesktopError, Grab, XClient
 from .desktop_env import desktop_env
 
 WAIT_POLL_S = 0.05
@@ -68,14 +68,11 @@ _STATE_NAMES = {
 }
 
 
-class WindowManager:
+class WindowManager(XClient):
     """The session's windows through its window manager (xfwm4), on a connection of its own."""
 
     def __init__(self, session: SessionInfo) -> None:
-        self.session = session
-        self._x = open_display(session, WindowError)
-        self._root = self._x.screen().root
-        self._atoms: dict[str, int] = {}
+        super().__init__(session, WindowError)
         self.has_composite = self._x.has_extension("Composite")
 
     def close(self) -> None:
@@ -88,15 +85,11 @@ class WindowManager:
 
     def root_text(self, name: str) -> str | None:
         """A text property of the root window (e.g. AT_SPI_BUS)."""
-        prop = self._call(self._root.get_full_property, self._atom(name), X.AnyPropertyType)
-        if prop is None:
-            return None
-        value = prop.value
-        return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+        return self._call(self._text, self._root, name)
 
     def windows(self) -> list[WindowInfo]:
         """Client windows, oldest first (EWMH client list), including minimized ones."""
-        ids = self._root_ids("_NET_CLIENT_LIST")
+        ids = self._root_ids("_NET_CLIENT_LIST") or []
         return [w for w in (self.info(i) for i in ids) if w is not None]
 
     def active(self) -> WindowInfo | None:
@@ -109,9 +102,7 @@ class WindowManager:
         try:
             geometry = window.get_geometry()
             origin = self._root.translate_coords(window, 0, 0)
-            title = self._text(window, "_NET_WM_NAME")
-            if title is None:
-                title = self._text(window, "WM_NAME") or ""
+            title = self._title(window)
             wm_class = window.get_wm_class()
             pid = window.get_full_property(self._atom("_NET_WM_PID"), Xatom.CARDINAL)
             state = window.get_full_property(self._atom("_NET_WM_STATE"), Xatom.ATOM)
@@ -137,7 +128,7 @@ class WindowManager:
              wm_class: str | None = None) -> WindowInfo:
         """The window with this id, or the newest whose title (or class) contains the words."""
         if id is not None:
-            if id not in self._root_ids("_NET_CLIENT_LIST"):
+            if id not in (self._root_ids("_NET_CLIENT_LIST") or []):
                 raise WindowGone(f"no window with id {id} (it closed?); list them with getWindows")
             found = self.info(id)
             if found is None:
@@ -251,22 +242,6 @@ class WindowManager:
                     left=window.x, top=window.y, at=at, screen=(root.width, root.height))
 
     # -- plumbing -------------------------------------------------------------------------
-
-    def _root_ids(self, name: str) -> list[int]:
-        prop = self._call(self._root.get_full_property, self._atom(name), Xatom.WINDOW)
-        return [] if prop is None else [int(v) for v in prop.value]
-
-    def _text(self, window, name: str) -> str | None:
-        prop = window.get_full_property(self._atom(name), X.AnyPropertyType)
-        if prop is None:
-            return None
-        value = prop.value
-        return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-    def _atom(self, name: str) -> int:
-        if name not in self._atoms:
-            self._atoms[name] = self._call(self._x.intern_atom, name)
-        return self._atoms[name]
 
     def _call(self, fn, *args, **kwargs):
         try:
