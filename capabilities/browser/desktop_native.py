@@ -19,7 +19,7 @@ from .desktop_display import DesktopError
 from .desktop_ops import (ActResult, AppResult, ElementResult, FindResult, StableResult, TreeResult,
                           WindowStateResult)
 from .desktop_waits import ScreenWatch, WaitTimeout
-from .desktop_windows import WindowInfo, WindowManager, launch_app, list_apps
+from .desktop_windows import WindowGone, WindowInfo, WindowManager, launch_app, list_apps
 
 #: Steps whose result says whether the screen changed.
 INPUT_STEPS = ("mouse.", "keyboard.")
@@ -127,10 +127,9 @@ def _settled_window(native: NativeDesktop, window_id: int, check, timeout: float
     deadline = time.monotonic() + timeout
     while True:
         info = native.wm.info(window_id)
-        if info is None or check(info) or time.monotonic() > deadline:
-            if info is None:
-                from .desktop_windows import WindowGone
-                raise WindowGone(f"window {window_id} closed")
+        if info is None:
+            raise WindowGone(f"window {window_id} closed")
+        if check(info) or time.monotonic() > deadline:
             return info
         time.sleep(0.03)
 
@@ -165,12 +164,10 @@ def _wait_window(native: NativeDesktop, p: Any) -> WindowStateResult | None:
     deadline = time.monotonic() + p.timeout / 1000
 
     def current() -> WindowInfo | None:
-        for window in reversed(native.wm.windows()):
-            if p.title is not None and p.title.lower() in window.title.lower():
-                return window
-            if p.class_ is not None and p.class_.lower() == window.wm_class.lower():
-                return window
-        return None
+        try:
+            return native.wm.find(title=p.title, wm_class=p.class_)
+        except WindowGone:
+            return None
 
     while True:
         window = current()
