@@ -111,7 +111,7 @@ class _Link:
         if isinstance(self.config, StdioServer):
             # As the desktop user when we are root, with an environment of its own (launch.py).
             account = server_account()
-            command, args, cwd = server_command(self.config, account)
+            command, args, cwd = server_command(self.config, account, self.name)
             if account.launcher is not None:
                 # A runtime that is not root: the session supervisor starts it (launch.py).
                 return spawned_stdio_client(account.launcher, command, args,

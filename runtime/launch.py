@@ -37,6 +37,7 @@ import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
+from capabilities.containment import Delegation, join_argv, server_group
 from capabilities.session import SessionNotFound, data_dir, read_session
 
 from .config import StdioServer
@@ -120,18 +121,31 @@ def server_environment(account: ServerAccount, extra: dict[str, str]) -> dict[st
     return env
 
 
-def server_command(config: StdioServer, account: ServerAccount) -> tuple[str, list[str], str | None]:
+def server_command(config: StdioServer, account: ServerAccount, name: str = "") -> tuple[str, list[str], str | None]:
     """`(command, args, cwd)` that start the server as `account` (a spawn service adds the drop
-    itself: it is given the server's own command)."""
+    itself: it is given the server's own command). A root runtime starts it inside the session's
+    control groups (`servers/<name>`), from where exec may move the programs it starts into
+    groups of their own (`capabilities.containment`)."""
     if not account.switch:
         return config.command, list(config.args), config.cwd
     setpriv = shutil.which("setpriv") or SETPRIV
     cwd = config.cwd or (str(account.home) if account.home.is_dir() else "/")
-    return setpriv, [
-        f"--reuid={account.uid}", f"--regid={account.gid}", "--init-groups",
+    argv = [
+        setpriv, f"--reuid={account.uid}", f"--regid={account.gid}", "--init-groups",
         "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all",
         "--", config.command, *config.args,
-    ], cwd
+    ]
+    argv = [*_join_server_group(name), *argv]
+    return argv[0], argv[1:], cwd
+
+
+def _join_server_group(name: str) -> list[str]:
+    try:
+        delegation = Delegation.from_json(read_session().extra.get("containment"))
+    except SessionNotFound:
+        return []
+    group = server_group(delegation, name or "server") if name.isidentifier() else None
+    return join_argv(shutil.which("sh") or "/bin/sh", [str(group / "cgroup.procs")]) if group else []
 
 
 @asynccontextmanager

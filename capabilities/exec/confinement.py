@@ -4,11 +4,14 @@ The privilege drop happens in the new process before anything the caller chose c
 The caller's `env` (which may hold LD_PRELOAD, LD_AUDIT, GCONV_PATH, ...) is applied only to the
 final program, by the last step of a chain whose earlier steps get an empty environment:
 
-    setpriv (as the server's user, empty env)   takes the desktop user's uid/gid/groups (when the
+    sh (as the server's user, empty env)        joins the command's control groups and turns core
+                                                 dumps off (only where the command has groups)
+      -> setpriv (as the server's user, empty env) takes the desktop user's uid/gid/groups (when the
                                                  server is root), empties the capability bounding
                                                  and inheritable sets, sets no_new_privs and the
                                                  parent-death signal
-      -> prlimit (desktop user, empty env)       lowers the per-command limits (hard and soft)
+      -> prlimit (desktop user, empty env)       lowers the per-command rlimits (hard and soft),
+                                                 for the caps no control group holds
         -> env -i -- NAME=VALUE... (desktop user) replaces the environment and execs the program
           -> the program, with the caller's env
 
@@ -36,6 +39,8 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
+from capabilities.containment import (DEFAULT_MAX_MEMORY_BYTES, DEFAULT_MAX_PROCESSES, MEMORY_ENV, NPROC_ENV,
+                                      cap_from_env, join_argv)
 from capabilities.session import SessionNotFound, read_session
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -43,18 +48,15 @@ DESKTOP_USER = "desktop"
 
 # Per-command limits, set in the server's environment (the spec's exec takes no fields for them).
 LOG_MAX_ENV = "CODEDESK_EXEC_LOG_MAX_BYTES"
-NPROC_ENV = "CODEDESK_EXEC_MAX_PROCESSES"
-DATA_ENV = "CODEDESK_EXEC_MAX_MEMORY_BYTES"
 # A log is cut at this size (the program runs on; what it prints after is dropped).
 DEFAULT_LOG_MAX_BYTES = 256 << 20
-# RLIMIT_NPROC counts every task (process or thread) of the desktop user, Chromium's and XFCE's
-# included (a few hundred with several tabs open), and a program can only fork while that total
-# is under its limit. 2048 leaves a program room for a large build while a fork bomb stops at a
-# couple of thousand tasks; the desktop's own processes do not carry the limit and keep working.
-DEFAULT_MAX_PROCESSES = 2048
-# RLIMIT_DATA, per process: heap and private writable memory. Not RLIMIT_AS, which counts the
-# address space Chromium and V8 reserve without using it and would break them.
-DEFAULT_MAX_MEMORY_BYTES = 8 << 30
+# The caps on tasks (processes and threads) and memory are defined with the control groups
+# that hold them (`capabilities.containment`): 1024 tasks leave room for a large build while a
+# fork bomb stops there; 8 GiB of memory, past which the kernel kills the command. Without
+# control groups they become rlimits: RLIMIT_NPROC, which counts every task of the desktop
+# user, set to what the user holds when the command starts plus the cap, so a later command
+# still has that much room; and RLIMIT_DATA per process (heap and private writable memory; not
+# RLIMIT_AS, which counts the address space Chromium and V8 reserve without using it).
 
 _PR_SET_PDEATHSIG = 1
 _PR_CAPBSET_DROP = 24
@@ -72,20 +74,10 @@ class Limits:
 
     @classmethod
     def from_env(cls) -> "Limits":
-        def read(name: str, default: int) -> int:
-            raw = os.environ.get(name, "")
-            try:
-                value = int(raw) if raw else default
-            except ValueError:
-                raise ValueError(f"{name}={raw!r} is not a whole number of bytes or processes") from None
-            if value < 1:
-                raise ValueError(f"{name}={raw!r} must be at least 1")
-            return value
-
         return cls(
-            log_max_bytes=read(LOG_MAX_ENV, DEFAULT_LOG_MAX_BYTES),
-            max_processes=read(NPROC_ENV, DEFAULT_MAX_PROCESSES),
-            max_memory_bytes=read(DATA_ENV, DEFAULT_MAX_MEMORY_BYTES),
+            log_max_bytes=cap_from_env(LOG_MAX_ENV, DEFAULT_LOG_MAX_BYTES),
+            max_processes=cap_from_env(NPROC_ENV, DEFAULT_MAX_PROCESSES),
+            max_memory_bytes=cap_from_env(MEMORY_ENV, DEFAULT_MAX_MEMORY_BYTES),
         )
 
 
@@ -155,6 +147,7 @@ def default_cwd(who: RunAs) -> str:
     return str(who.home) if who.home.is_dir() else "/"
 
 
+_SH = shutil.which("sh", path=DEFAULT_PATH)
 _SETPRIV = shutil.which("setpriv", path=DEFAULT_PATH)
 _PRLIMIT = shutil.which("prlimit", path=DEFAULT_PATH)
 _ENV = shutil.which("env", path=DEFAULT_PATH)
@@ -169,16 +162,26 @@ class Launch:
     options: dict
 
 
+@dataclass(frozen=True, kw_only=True)
+class Caps:
+    """How one command is held: the control groups it joins, and the rlimits no group replaces
+    (None: not set)."""
+
+    join: tuple[str, ...] = ()  # cgroup.procs files
+    nproc: int | None = None
+    data: int | None = None
+
+
 def plan_launch(
-    bin: str, args: list[str], cwd: str, env: dict[str, str], who: RunAs, limits: Limits
+    bin: str, args: list[str], cwd: str, env: dict[str, str], who: RunAs, caps: Caps
 ) -> Launch:
     """How to start `bin args` in `cwd`, confined (see the module docstring); `env` is the
     program's whole environment. The directory is entered after the drop of privileges, so a
     program cannot start inside a directory its user could not reach."""
-    if _SETPRIV and _PRLIMIT and _ENV and "=" not in bin:
-        return Launch(argv=_chain(bin, args, cwd, env, who, limits), env={}, options={})
+    if _SETPRIV and _PRLIMIT and _ENV and _SH and "=" not in bin:
+        return Launch(argv=_chain(bin, args, cwd, env, who, caps), env={}, options={})
     return Launch(
-        argv=[bin, *args], env=env, options={"preexec_fn": _confiner(who, limits, _supplementary(who), cwd)}
+        argv=[bin, *args], env=env, options={"preexec_fn": _confiner(who, caps, _supplementary(who), cwd)}
     )
 
 
@@ -189,7 +192,8 @@ def _supplementary(who: RunAs) -> list[int]:
         return [who.gid]
 
 
-def _chain(bin: str, args: list[str], cwd: str, env: dict[str, str], who: RunAs, limits: Limits) -> list[str]:
+def _chain(bin: str, args: list[str], cwd: str, env: dict[str, str], who: RunAs, caps: Caps) -> list[str]:
+    join = join_argv(_SH, caps.join)
     setpriv = [_SETPRIV]
     if who.switch:
         groups = ",".join(str(g) for g in _supplementary(who))
@@ -198,18 +202,34 @@ def _chain(bin: str, args: list[str], cwd: str, env: dict[str, str], who: RunAs,
             "--bounding-set=-all", "--inh-caps=-all",
         ]
     setpriv += ["--nnp", "--pdeathsig=KILL", "--"]
-    nproc = _within_hard(resource.RLIMIT_NPROC, limits.max_processes)
-    data = _within_hard(resource.RLIMIT_DATA, limits.max_memory_bytes)
-    prlimit = [_PRLIMIT, f"--nproc={nproc}:{nproc}", f"--data={data}:{data}", "--core=0:0", "--"]
+    prlimit: list[str] = []
+    if caps.nproc is not None or caps.data is not None or not caps.join:
+        prlimit = [_PRLIMIT, "--core=0:0"]
+        if caps.nproc is not None:
+            nproc = _within_hard(resource.RLIMIT_NPROC, caps.nproc)
+            prlimit.append(f"--nproc={nproc}:{nproc}")
+        if caps.data is not None:
+            data = _within_hard(resource.RLIMIT_DATA, caps.data)
+            prlimit.append(f"--data={data}:{data}")
+        prlimit.append("--")
     variables = [f"{name}={value}" for name, value in env.items()]
-    return [*setpriv, *prlimit, _ENV, "-i", f"--chdir={cwd}", "--", *variables, bin, *args]
+    return [*join, *setpriv, *prlimit, _ENV, "-i", f"--chdir={cwd}", "--", *variables, bin, *args]
 
 
-def _confiner(who: RunAs, limits: Limits, groups: list[int], cwd: str):
+def _confiner(who: RunAs, caps: Caps, groups: list[int], cwd: str):
     """The chain's steps as a preexec_fn (computed here, so the child only makes system calls)."""
     last_cap = _last_cap()
+    nproc = _within_hard(resource.RLIMIT_NPROC, caps.nproc) if caps.nproc is not None else None
+    data = _within_hard(resource.RLIMIT_DATA, caps.data) if caps.data is not None else None
+    join = [os.fsencode(path) for path in caps.join]
 
     def confine() -> None:
+        for path in join:  # before the change of ids: the groups are the server's
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.write(fd, b"0")
+            finally:
+                os.close(fd)
         if who.switch:
             for cap in range(last_cap + 1):
                 _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
@@ -220,14 +240,33 @@ def _confiner(who: RunAs, limits: Limits, groups: list[int], cwd: str):
             raise OSError(ctypes.get_errno(), "cannot set no_new_privs")
         # After the change of ids, which would reset it.
         _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-        resource.setrlimit(resource.RLIMIT_DATA, (data, data))
+        if nproc is not None:
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        if data is not None:
+            resource.setrlimit(resource.RLIMIT_DATA, (data, data))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         os.chdir(cwd)
 
-    nproc = _within_hard(resource.RLIMIT_NPROC, limits.max_processes)
-    data = _within_hard(resource.RLIMIT_DATA, limits.max_memory_bytes)
     return confine
+
+
+def user_tasks(uid: int) -> int:
+    """How many tasks (processes and threads) `uid` holds now: what RLIMIT_NPROC counts."""
+    count = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status", "rb") as status:
+                text = status.read()
+        except OSError:
+            continue
+        uid_line = text[text.find(b"\nUid:") + 5:].split(None, 1)
+        if not uid_line or int(uid_line[0]) != uid:
+            continue
+        threads = text[text.find(b"\nThreads:") + 9:].split(None, 1)
+        count += int(threads[0]) if threads and threads[0].isdigit() else 1
+    return count
 
 
 def _within_hard(kind: int, value: int) -> int:

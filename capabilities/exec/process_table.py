@@ -19,19 +19,23 @@ The log cap. A log may grow to `Limits.log_max_bytes`; a patrol a few times a se
 back to that size (the program runs on, what it prints beyond is dropped), records the cut in
 the command's record, and reads never go past it, so the cut is exact even between patrols.
 
-Finding everything a command started. Each program runs in a new session (setsid), so its
-process group catches ordinary children, and it carries `CODEDESK_EXEC_ID=<id>` in its
-environment, which its descendants inherit. A descendant may leave the session and clear its
-environment as well, so the server also follows parenthood: the patrol notes every descendant
-of a running command (pid and start time), and the server is the subreaper of its programs, so
-an orphan (a double fork) becomes the server's child instead of init's; an orphan adopted before
-any patrol saw it is counted to every command that was running when it started. Killing a
-command signals all of these and their descendants: SIGTERM, a grace period, then
-SIGSTOP+SIGKILL rounds until none is left, so a child that ignores SIGTERM or a fork bomb is
-still gone. What a command leaves running when it ends (as xdg-open does) lives on, but `kill`
-of the ended command still stops it, keeping the command's status. Adopted orphans are
-collected (waitid) every patrol, so their zombies do not hold process slots. (cgroups would be tighter, but are not writable by the unprivileged user the server
-runs as.)
+A command owns every process it starts. Where the session delegates control groups
+(`capabilities.containment`), each command runs in groups of its own that its processes cannot
+leave however they detach (`&`, setsid, a double fork, nohup); the groups carry its caps (tasks,
+memory), say when the kernel killed it for memory (`failed:out_of_memory`), and end it at once
+(`cgroup.kill`). Elsewhere (the fallback) the server follows the command as before: each program
+runs in a new session, carries `CODEDESK_EXEC_ID=<id>` in its environment, the patrol notes its
+descendants (pid and start time), and the server is the subreaper of its programs, so an orphan
+becomes the server's child instead of init's; killing signals all of these, SIGTERM, a grace
+period, then SIGSTOP+SIGKILL rounds until none is left.
+
+What a command leaves running when its main process ends is ended `LEFTOVER_GRACE_SECONDS`
+later, unless it was started with `detach: true`: then it runs until `kill`, the command's
+timeout, or the server's stop, and stream_logs lists it (`still_running`). When the server stops
+it ends every process it started, detached ones included; a server that starts after one that
+was killed ends what that one left (found by its groups, else by the environment mark) and
+records a command still running as `failed:interrupted`. Adopted orphans are collected
+(waitid) every patrol, so their zombies do not hold process slots.
 """
 
 from __future__ import annotations
@@ -50,7 +54,10 @@ import anyio
 import psutil
 from anyio.abc import TaskGroup
 
-from .confinement import DEFAULT_PATH, Limits, default_cwd, desktop_identity, plan_launch
+from capabilities.containment import CommandGroupMaker, CommandGroups, Delegation, delegate, session_tag
+from capabilities.session import SessionNotFound, data_dir, read_session
+
+from .confinement import DEFAULT_PATH, Caps, Limits, default_cwd, desktop_identity, plan_launch, user_tasks
 from .errors import RequestRefused
 from .log_store import RUNNING, CommandRecord, LogStore
 from .requests import ExecRequest
@@ -60,6 +67,10 @@ MARKER_VAR = "CODEDESK_EXEC_ID"
 KILL_GRACE_SECONDS = 2.0
 # Shorter when the server itself is stopping: its own caller gives it about two seconds.
 SHUTDOWN_GRACE_SECONDS = 0.5
+# What a command left running when its main process ended lives this long more (unless detached).
+LEFTOVER_GRACE_SECONDS = 1.0
+# stream_logs lists at most this many of the processes an ended command left running.
+MAX_LISTED = 20
 PRUNE_EVERY_SECONDS = 6 * 3600
 # Ended commands whose leftovers `kill` can still find by what the patrol noted.
 MAX_ENDED_KEPT = 256
@@ -69,6 +80,7 @@ PATROL_SECONDS = 0.1
 SCAN_EVERY_PATROLS = 5
 
 INTERRUPTED = "failed:interrupted"
+OUT_OF_MEMORY = "failed:out_of_memory"
 logger = logging.getLogger(__name__)
 _PR_SET_CHILD_SUBREAPER = 36
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -234,12 +246,28 @@ class Command:
 
     record: CommandRecord
     process: subprocess.Popen
+    groups: CommandGroups | None = None  # its control groups, where the session has them
+    detach: bool = False  # what it leaves running lives on after its main process ends
+    deadline: float = 0.0  # time.monotonic() at which the command and all it started are killed
     ending: str | None = None  # the status to record when it exits because we stopped it
     done: anyio.Event = field(default_factory=anyio.Event)
     # Its descendants seen so far, pid -> start (clock ticks), however far they strayed.
     tracked: dict[int, int] = field(default_factory=dict)
     start_ticks: int = 0  # when it started, in the clock ticks of a scan's `start`
     end_ticks: int | None = None  # when its main process was seen to end
+
+
+def _containment() -> Delegation:
+    """The session's delegated control groups; a root server without a session makes its own."""
+    try:
+        raw = read_session().extra.get("containment")
+    except SessionNotFound:
+        raw = None
+    if raw is not None:
+        return Delegation.from_json(raw)
+    if os.geteuid() == 0:
+        return delegate(session_tag(data_dir()), 0, 0)
+    return Delegation(why="no desktop session delegated control groups to this server")
 
 
 class ProcessTable:
@@ -258,30 +286,62 @@ class ProcessTable:
         self._me = os.getpid()
         self._me_started = _started(self._me) or time.time()
         self._boot = _boot_id()
+        self.groups = CommandGroupMaker(_containment())
+        logger.info("exec containment: %s", self.groups.describe())
         # Orphans of our programs become our children, not init's: they stay findable.
         _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
     # -- lifecycle -------------------------------------------------------------------------
 
     async def recover(self) -> None:
-        """At start: settle commands whose server is gone as interrupted, prune old logs."""
+        """At start: end what servers now gone left running, settle their running commands as
+        interrupted, prune old logs."""
         for record in self.store.records():
             if record.status == RUNNING and not self._owner_alive(record):
                 await self._interrupt(record)
+        await self._end_orphaned()
         self.store.prune()
         self._tasks.start_soon(self._prune_periodically)
         self._tasks.start_soon(self._patrol)
 
+    async def _end_orphaned(self, *, ours: bool = False) -> None:
+        """End the processes of commands whose server is gone (detached ones, leftovers), and
+        with `ours` those of this server's commands too; found by their control groups, else
+        by the environment mark."""
+        if self.groups.usable:
+            ids = self.groups.command_ids()
+        else:
+            ids = {command_id for command_id, _ in _marked(scan())}
+        for command_id in ids - set(self._running):
+            try:
+                record = self.store.load(command_id)
+            except Exception:  # a group or mark without a record: nobody can own it
+                record = None
+            mine = record is not None and record.owner_pid == self._me and record.owner_started == self._me_started
+            if record is not None and not (ours and mine) and (mine or self._owner_alive(record)):
+                continue
+            groups = self.groups.find(command_id) if self.groups.usable else None
+            if groups is not None:
+                await _end_groups(groups, 0.0)
+            else:
+                await kill_tree(command_id, None, SHUTDOWN_GRACE_SECONDS)
+            if record is not None and record.status == RUNNING:
+                self.store.settle(command_id, INTERRUPTED)
+
     async def stop_all(self) -> None:
-        """At shutdown: end every running command and record it as interrupted."""
+        """At shutdown: end every process this server started (running, detached and left
+        over), and record the running commands as interrupted."""
         commands = list(self._running.values())
         for command in commands:
             command.ending = INTERRUPTED
         async with anyio.create_task_group() as tg:
             for command in commands:
                 tg.start_soon(self._kill_tree, command, SHUTDOWN_GRACE_SECONDS)
+            for command in list(self._ended.values()):
+                tg.start_soon(self._kill_tree, command, SHUTDOWN_GRACE_SECONDS, True)
         for command in commands:
             self._finish(command, INTERRUPTED)
+        await self._end_orphaned(ours=True)  # ended commands no longer in the table
 
     async def _prune_periodically(self) -> None:
         while True:
@@ -342,9 +402,13 @@ class ProcessTable:
             record.log_cut_at = cap
             self.store.save(record)
 
-    async def _kill_tree(self, command: Command, grace: float, *, ended: bool = False) -> None:
-        """kill_tree with what this server knows of the command's descendants; a second sweep
-        catches an orphan adopted while the first one killed its parent."""
+    async def _kill_tree(self, command: Command, grace: float, ended: bool = False) -> None:
+        """End every process of the command: by its control groups where it has them; else
+        kill_tree with what this server knows of its descendants, and a second sweep for an
+        orphan adopted while the first one killed its parent."""
+        if command.groups is not None:
+            await _end_groups(command.groups, grace)
+            return
         main = command.process.pid
         # A pid in use as a session id is not given to a new process; so if an ended command's
         # pid names a process now, its old session is empty and the number is someone else's.
@@ -355,6 +419,13 @@ class ProcessTable:
                 command.record.id, session, grace, command.tracked,
                 {c.process.pid for c in self._running.values()},
             )
+
+    def left_running(self, command: Command) -> list[int]:
+        """The live processes of an ended command (what it left running)."""
+        if command.groups is not None:
+            return sorted(command.groups.members())
+        self._note_descendants(also=(command,))
+        return sorted(find_members(command.record.id, None, command.tracked))
 
     # -- starting --------------------------------------------------------------------------
 
@@ -376,13 +447,15 @@ class ProcessTable:
             )
 
         record, log_fd = self.store.create(make_record)
+        groups: CommandGroups | None = None
         try:
             if executable is None:
                 return self._not_started(record, "not found", f"{request.bin!r} was not found (PATH={env.get('PATH', '')})")
             if os.path.isdir(executable) or not os.access(executable, os.X_OK):
                 return self._not_started(record, "permission denied", f"{executable} is not an executable file")
             env[MARKER_VAR] = record.id
-            plan = plan_launch(request.bin, list(request.args), cwd, env, who, self.limits)
+            groups, caps = self._hold(record.id, who.uid)
+            plan = plan_launch(request.bin, list(request.args), cwd, env, who, caps)
             try:
                 process = subprocess.Popen(
                     plan.argv,
@@ -401,14 +474,37 @@ class ProcessTable:
                 return self._not_started(record, "not confined", f"could not confine {request.bin!r}: {exc}")
         finally:
             os.close(log_fd)
+            if groups is not None and record.status != RUNNING:
+                groups.remove()
         record.pid = process.pid
         record.pid_started = _started(process.pid)
         self.store.save(record)
         start = scan_one(process.pid)
-        command = Command(record=record, process=process, start_ticks=start.start if start else 0)
+        command = Command(record=record, process=process, groups=groups, detach=request.detach,
+                          deadline=time.monotonic() + request.timeout,
+                          start_ticks=start.start if start else 0)
         self._running[record.id] = command
         self._tasks.start_soon(self._watch, command)
         return record
+
+    def _hold(self, command_id: str, uid: int) -> tuple[CommandGroups | None, Caps]:
+        """The command's control groups and the rlimits for the caps they do not hold."""
+        limits = self.limits
+        if self.groups.usable:
+            try:
+                groups = self.groups.make(command_id, max_processes=limits.max_processes,
+                                          max_memory_bytes=limits.max_memory_bytes)
+            except OSError as exc:
+                logger.warning("no control groups for %s (%s): falling back to rlimits", command_id, exc)
+            else:
+                held = self.groups.holds()
+                return groups, Caps(
+                    join=tuple(groups.join_files()),
+                    nproc=None if "pids" in held else user_tasks(uid) + limits.max_processes,
+                    data=None if "memory" in held else limits.max_memory_bytes,
+                )
+        # RLIMIT_NPROC counts all the user's tasks: what it holds now plus this command's room.
+        return None, Caps(nproc=user_tasks(uid) + limits.max_processes, data=limits.max_memory_bytes)
 
     def _not_started(self, record: CommandRecord, reason: str, message: str) -> CommandRecord:
         self.store.note(record.id, message)
@@ -428,7 +524,7 @@ class ProcessTable:
         process = command.process
         pidfd = os.pidfd_open(process.pid)
         try:
-            with anyio.move_on_after(command.record.timeout) as deadline:
+            with anyio.move_on_after(command.deadline - time.monotonic()) as deadline:
                 await anyio.wait_readable(pidfd)
             if deadline.cancelled_caught:
                 if command.ending is None:
@@ -441,11 +537,34 @@ class ProcessTable:
         code = process.wait()
         if command.ending is not None:
             status = command.ending
+        elif code != 0 and command.groups is not None and command.groups.out_of_memory():
+            status = OUT_OF_MEMORY
         elif code >= 0:
             status = f"completed:{code}"
         else:
             status = f"failed:killed by {_signal_name(-code)}"
         self._finish(command, status)
+        await self._end_leftovers(command)
+
+    async def _end_leftovers(self, command: Command) -> None:
+        """What the command left running: ended after a grace period, or for a detached
+        command at its deadline (kill and the server's stop end it sooner)."""
+        if command.detach:
+            with anyio.move_on_after(command.deadline - time.monotonic()):
+                while self.left_running(command):
+                    await anyio.sleep(SCAN_EVERY_PATROLS * PATROL_SECONDS)
+                self._release(command)
+                return
+        else:
+            await anyio.sleep(LEFTOVER_GRACE_SECONDS)
+        if self.left_running(command):
+            await self._kill_tree(command, KILL_GRACE_SECONDS, ended=True)
+        self._release(command)
+
+    def _release(self, command: Command) -> None:
+        """Remove the command's groups once empty (kill of an ended command then finds nothing)."""
+        if command.groups is not None and not command.groups.members():
+            command.groups.remove()
 
     def _finish(self, command: Command, status: str) -> None:
         if command.done.is_set():
@@ -494,12 +613,28 @@ class ProcessTable:
             ended = self._ended.get(command_id)
             if ended is not None:  # what it left running goes; its status stays
                 await self._kill_tree(ended, KILL_GRACE_SECONDS, ended=True)
+                self._release(ended)
+            elif (groups := self.groups.find(command_id)) is not None:  # left by an earlier server
+                await _end_groups(groups, KILL_GRACE_SECONDS)
             return record
         # Run by another live exec server on this data directory: stop it, record the
         # cancellation first so that server keeps it when it sees the program exit.
         record = self.store.settle(command_id, "cancelled")
         await kill_tree(command_id, self._session_of(record), KILL_GRACE_SECONDS)
         return record
+
+    def still_running(self, command_id: str) -> list[str]:
+        """What an ended command of this server left running, as "pid name" (at most MAX_LISTED)."""
+        command = self._ended.get(command_id)
+        if command is None:
+            return []
+        listed = []
+        for pid in self.left_running(command)[:MAX_LISTED]:
+            try:
+                listed.append(f"{pid} {psutil.Process(pid).name()}")
+            except psutil.Error:
+                continue
+        return listed
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -521,8 +656,46 @@ class ProcessTable:
 
     async def _interrupt(self, record: CommandRecord) -> CommandRecord:
         if record.boot_id == self._boot:
-            await kill_tree(record.id, self._session_of(record), SHUTDOWN_GRACE_SECONDS)
+            groups = self.groups.find(record.id) if self.groups.usable else None
+            if groups is not None:
+                await _end_groups(groups, SHUTDOWN_GRACE_SECONDS)
+            else:
+                await kill_tree(record.id, self._session_of(record), SHUTDOWN_GRACE_SECONDS)
         return self.store.settle(record.id, INTERRUPTED)
+
+
+async def _end_groups(groups: CommandGroups, grace: float) -> None:
+    """End a command held in control groups: SIGTERM, up to `grace` seconds for it to leave,
+    then the groups' kill (nothing escapes it), and remove the groups."""
+    members = groups.members()
+    if members and grace > 0:
+        _signal_all(members, signal.SIGTERM)
+        _signal_all(members, signal.SIGCONT)
+        with anyio.move_on_after(grace):
+            while groups.members():
+                await anyio.sleep(0.05)
+    if groups.members():
+        await anyio.to_thread.run_sync(groups.kill)
+    await anyio.to_thread.run_sync(groups.remove)
+
+
+def _marked(procs: dict[int, Proc]) -> set[tuple[str, int]]:
+    """(command id, pid) of every process carrying an exec command's mark in its environment."""
+    found: set[tuple[str, int]] = set()
+    prefix = f"{MARKER_VAR}=".encode()
+    me = os.getpid()
+    for pid in procs:
+        if pid == me:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as environ:
+                variables = environ.read().split(b"\0")
+        except OSError:
+            continue
+        for variable in variables:
+            if variable.startswith(prefix):
+                found.add((variable[len(prefix):].decode(errors="replace"), pid))
+    return found
 
 
 def _resolve(bin: str, cwd: str, path: str) -> str | None:

@@ -50,8 +50,12 @@ class ExecRequest(_Request):
     stdout and stderr share one log, kept 7 days. Programs get no keyboard input (stdin is
     empty). A program that cannot start reads failed:<reason> in stream_logs (e.g. failed:not found).
     Programs run unprivileged (no_new_privs, no capabilities, no sudo), with the desktop's
-    environment plus `env`, and per-command limits: a log cap, about 2048 processes of the
-    desktop user, 8 GiB of data memory per process.
+    environment plus `env`, and per-command caps: a log cap, 1024 processes and threads, 8 GiB
+    of memory (past it: failed:out_of_memory).
+    A command owns everything it starts: what it leaves running in the background is ended a
+    second after its program exits, unless `detach` is true (for a program that hands its work
+    to a background process, such as a launcher); then it runs until kill or the timeout, and
+    stream_logs lists it in still_running.
     """
 
     bin: str = Field(min_length=1, description="The program: a name found on PATH, or a path")
@@ -66,6 +70,10 @@ class ExecRequest(_Request):
     )
     env: dict[str, str] = Field(
         default_factory=dict, description="Variables added to the desktop's environment"
+    )
+    detach: bool = Field(
+        default=False,
+        description="Keep what the program leaves running after it exits, until kill or the timeout",
     )
 
     _timeout = field_validator("timeout", mode="before")(_whole_number)
@@ -210,6 +218,9 @@ class StreamLogsResult(_LogCut):
     next_offset: int = Field(description="The offset to read from next")
     status: Status = Field(description=STATUS_DOC)
     more: bool = Field(description="The chunk was cut at its size limit: call again from next_offset")
+    still_running: list[str] | None = Field(
+        default=None, description="Once the status is final: what the command left running, \"pid name\" each",
+    )
 
 
 class Match(_Result):

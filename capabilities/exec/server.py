@@ -80,6 +80,8 @@ async def stream_logs_tool(table: ProcessTable, request: StreamLogsRequest) -> d
     record, final = await table.status(request.id)
     chunk = table.store.read(request.id, request.offset, final, _log_cap(table, record))
     result = {"logs": chunk.text, "next_offset": chunk.next_offset, "status": record.status, "more": chunk.more}
+    if final and (left := table.still_running(request.id)):
+        result["still_running"] = left
     return {**result, **_cut_note(record)}
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from capabilities.egress import EgressPolicy
+from capabilities import containment
 from capabilities.session import SessionInfo, remove_session, write_session
 
 from .layout import (NOVNC_DIR, DesktopError, DesktopUser, SessionLayout, free_port, image_dir,
@@ -164,6 +165,7 @@ class Supervisor:
         self.env: dict[str, str] = {}
         self.stopping = False
         self.firewall = "not applied yet"
+        self.containment = containment.Delegation(why="not delegated yet")
         self._lock_fd: int | None = None
         self._resize_server: asyncio.AbstractServer | None = None
         self._logs: list = []
@@ -191,6 +193,12 @@ class Supervisor:
         self.firewall = apply_egress_firewall(self.user.uid, self.opts.egress) or "on"
         if self.firewall != "on":
             log.warning("egress firewall not applied: %s", self.firewall)
+        # Control groups for exec's commands, handed to the desktop user (containment.py).
+        if os.geteuid() == 0:
+            self.containment = containment.delegate(
+                containment.session_tag(lay.data), self.user.uid, self.user.gid)
+        else:
+            self.containment = containment.Delegation(why="the session was not started as root")
         x11_dir = Path("/tmp/.X11-unix")
         if os.geteuid() == 0 and not x11_dir.exists():
             # Xvfb runs unprivileged and cannot make this root-owned sticky directory itself.
@@ -498,7 +506,9 @@ class Supervisor:
                    "view_only": self.opts.view_only, "resize_port": self.ports["resize"],
                    # egress: the operator's ranges (the browser server applies them with the
                    # defaults); egress_firewall: "on", or why the kernel rules are missing.
-                   "egress": self.opts.egress.to_config(), "egress_firewall": self.firewall},
+                   "egress": self.opts.egress.to_config(), "egress_firewall": self.firewall,
+                   # containment: the control groups exec's commands run in, or mode "rlimit".
+                   "containment": self.containment.to_json()},
         )
 
     def write_state(self) -> None:
@@ -606,6 +616,7 @@ class Supervisor:
                 procs.terminate(part.proc, grace=3.0)
         # Programs opened from the desktop (terminals, editors, a restarted Chromium).
         procs.kill_marked(self.session_id, self.layout.chrome)
+        containment.release(self.containment)  # what exec's commands left, and their groups
         if self.sizer:
             self.sizer.close()
         if self.display_num is not None:
