@@ -1,9 +1,17 @@
 """The bridge: one MCP client session per capability server, used by scripts' `mcp.callTool`.
 
-Servers start lazily, on the first call or listing that needs them. A call that fails because
-its server's connection broke (the process crashed or exited) gets a `BridgeError` saying so,
-and the next call starts the server afresh. Calls run concurrently over the one session.
-A capability's own `isError` result is returned as data, never raised.
+Servers start lazily, on the first call or listing that needs them. Calls run concurrently
+over the one session. A capability's own `isError` result is returned as data, never raised.
+
+Servers come back by themselves. The bridge notices at once when a server's connection ends
+(its process died) and starts it again in the background, after a pause that grows with each
+death in a row (`RESTART_BACKOFF_SECONDS`), so the next call finds the new one. A call sent to a
+server that had already died is sent again to the new one (it never ran); a call in flight
+when its server died answers an `unavailable` error saying the action may have happened. A
+server that died `CRASH_LOOP_DEATHS` times in a row (no call answered in between) within
+`CRASH_LOOP_WINDOW_SECONDS` is crash-looping:
+it is left stopped, and calls answer `unavailable` with the last lines of its stderr and what
+to do, until `CRASH_LOOP_PAUSE_SECONDS` have passed (then one call tries it again).
 
 Errors: every failure of the bridge itself is a `BridgeError`, whose message is written for
 the script's author (what failed, what exists, what to do next); the lower-layer exception
@@ -13,7 +21,10 @@ stays as `__cause__`.
 from __future__ import annotations
 
 import logging
+import os
 import sys
+import time
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from typing import Any
@@ -32,6 +43,13 @@ logger = logging.getLogger(__name__)
 
 START_TIMEOUT_SECONDS = 60.0
 """How long a capability server may take from spawn to an answered `tools/list`."""
+RESTART_BACKOFF_SECONDS = (0.0, 0.5, 1.0, 2.0, 4.0)
+"""The pause before restarting a server that died, by how many times it died in a row."""
+CRASH_LOOP_DEATHS = 5
+CRASH_LOOP_WINDOW_SECONDS = 60.0
+CRASH_LOOP_PAUSE_SECONDS = 30.0
+STDERR_LINES = 20
+"""How many of a server's last stderr lines an `unavailable` error shows."""
 
 ToolListing = dict[str, list[dict[str, Any]]]
 """`{server: [{name, description, inputSchema}, ...]}`, the shape scripts see from listTools."""
@@ -60,35 +78,128 @@ def tool_to_dict(tool: types.Tool) -> dict[str, Any]:
     return out
 
 
+class _Health:
+    """What the bridge remembers of one server across its processes: when it died, and the
+    last lines it wrote to stderr."""
+
+    def __init__(self) -> None:
+        self.deaths: deque[float] = deque(maxlen=CRASH_LOOP_DEATHS)
+        self.stderr: deque[str] = deque(maxlen=STDERR_LINES)
+        self._partial = ""
+
+    def died(self) -> None:
+        self.deaths.append(time.monotonic())
+
+    def answered(self) -> None:
+        """A call got its answer: the deaths before it were not a loop."""
+        self.deaths.clear()
+
+    def in_a_row(self) -> int:
+        """Deaths since the last answered call, within the crash-loop window."""
+        now = time.monotonic()
+        return sum(1 for t in self.deaths if now - t < CRASH_LOOP_WINDOW_SECONDS)
+
+    def crash_looping(self) -> bool:
+        if self.in_a_row() < CRASH_LOOP_DEATHS:
+            return False
+        return time.monotonic() - self.deaths[-1] < CRASH_LOOP_PAUSE_SECONDS
+
+    def heard(self, text: str) -> None:
+        lines = (self._partial + text).split("\n")
+        self._partial = lines.pop()[-2000:]
+        self.stderr.extend(line[-2000:] for line in lines if line.strip())
+
+    def tail(self) -> str:
+        lines = [*self.stderr, *([self._partial] if self._partial.strip() else [])]
+        return "\n".join(lines[-STDERR_LINES:]) or "(it wrote nothing to stderr)"
+
+
+class _EndWatch:
+    """A transport's read stream that says when it ends (the server's process is gone)."""
+
+    def __init__(self, stream: Any, on_end: Callable[[], None]) -> None:
+        self._stream = stream
+        self._on_end = on_end
+
+    async def receive(self) -> Any:
+        try:
+            return await self._stream.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_end()
+            raise
+
+    def __aiter__(self) -> "_EndWatch":
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> "_EndWatch":
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self._stream.aclose()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    def __getattr__(self, name: str) -> Any:  # last_context and the rest of the stream's surface
+        return getattr(self._stream, name)
+
+
 class _Link:
     """One live client session to one server process (or HTTP endpoint).
 
     Its task owns the transport and the session (anyio context managers must be left in the
     task that entered them); callers use `session` once `ready` is set. A link is never
-    revived: after it breaks, the owning `_Slot` makes a new one.
+    revived: after it breaks, the bridge makes a new one. `died` is set when the server went
+    away by itself (not by `close()`).
     """
 
-    def __init__(self, name: str, config: ServerConfig, on_list_changed: Callable[[], None]) -> None:
+    def __init__(self, name: str, config: ServerConfig, health: _Health,
+                 on_list_changed: Callable[[], None], on_died: Callable[[], None]) -> None:
         self.name = name
         self.config = config
+        self.health = health
         self.session: ClientSession | None = None
         self.tools: list[types.Tool] = []
         self.error: BaseException | None = None
         self.ready = anyio.Event()
         self.broken = False
+        self.died = False
         self._stop = anyio.Event()
         self._on_list_changed = on_list_changed
+        self._on_died = on_died
 
     def close(self) -> None:
         """Ask the link's task to shut the session and the server down."""
         self.broken = True
         self._stop.set()
 
+    def _ended(self) -> None:
+        if not self._stop.is_set():
+            # Only a server that served dies; one that never answered failed to start.
+            self.died = self.ready.is_set()
+            self.broken = True
+            self._stop.set()
+
     async def run(self) -> None:
-        """Connect, initialize, list tools, then hold the session until `close()`."""
+        """Connect, initialize, list tools, then hold the session until `close()` or the
+        server's end."""
         try:
             async with AsyncExitStack() as stack:
-                read, write = await stack.enter_async_context(self._transport())
+                tg = await stack.enter_async_context(anyio.create_task_group())
+                stack.callback(tg.cancel_scope.cancel)  # the stderr reader, once all else is shut
+                errlog = self._stderr(tg) if isinstance(self.config, StdioServer) else sys.stderr
+                try:
+                    read, write = await stack.enter_async_context(self._transport(errlog))
+                finally:
+                    if errlog is not sys.stderr:
+                        errlog.close()  # the server has its copy
+                read = _EndWatch(read, self._ended)
                 session = await stack.enter_async_context(ClientSession(read, write, message_handler=self._on_message))
                 # Only plain awaits inside the deadline: a cancel scope must not wrap entered task groups.
                 with anyio.fail_after(START_TIMEOUT_SECONDS):
@@ -106,8 +217,39 @@ class _Link:
             self.broken = True
             self.session = None
             self.ready.set()
+        if self.died:
+            self._on_died()
 
-    def _transport(self) -> Any:
+    def _stderr(self, tg: anyio.abc.TaskGroup) -> Any:
+        """A pipe for the server's stderr: what it writes goes on to ours, and its last lines
+        are kept for the error that reports its crashes."""
+        read_fd, write_fd = os.pipe2(os.O_CLOEXEC)
+        os.set_blocking(read_fd, False)
+
+        async def relay() -> None:
+            try:
+                while True:
+                    await anyio.wait_readable(read_fd)
+                    try:
+                        data = os.read(read_fd, 65536)
+                    except BlockingIOError:
+                        continue
+                    if not data:
+                        return
+                    text = data.decode(errors="replace")
+                    self.health.heard(text)
+                    try:
+                        sys.stderr.write(text)
+                        sys.stderr.flush()
+                    except (OSError, ValueError):
+                        pass
+            finally:
+                os.close(read_fd)
+
+        tg.start_soon(relay)
+        return os.fdopen(write_fd, "w")
+
+    def _transport(self, errlog: Any) -> Any:
         if isinstance(self.config, StdioServer):
             # As the desktop user when we are root, with an environment of its own (launch.py).
             account = server_account()
@@ -115,12 +257,12 @@ class _Link:
             if account.launcher is not None:
                 # A runtime that is not root: the session supervisor starts it (launch.py).
                 return spawned_stdio_client(account.launcher, command, args,
-                                            server_environment(account, self.config.env), cwd)
+                                            server_environment(account, self.config.env), cwd, errlog)
             params = StdioServerParameters(
                 command=command, args=args, cwd=cwd,
                 env=server_environment(account, self.config.env),
             )
-            return stdio_client(params, errlog=sys.stderr)
+            return stdio_client(params, errlog=errlog)
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
@@ -186,6 +328,8 @@ class Bridge:
         self._known_tools: dict[str, list[types.Tool]] = {}
         self._on_tools_changed = on_tools_changed or (lambda: None)
         self._task_group: anyio.abc.TaskGroup | None = None
+        self._health = {name: _Health() for name in self.servers}
+        self._closing = anyio.Event()
 
     async def __aenter__(self) -> Bridge:
         self._task_group = anyio.create_task_group()
@@ -194,6 +338,7 @@ class Bridge:
 
     async def __aexit__(self, *exc_info: Any) -> None:
         assert self._task_group is not None
+        self._closing.set()  # no more restarts
         for link in self._links.values():
             link.close()
         # Shut servers down even when the caller is being cancelled: no orphan processes.
@@ -238,30 +383,67 @@ class Bridge:
             raise BridgeError(
                 f"arguments for {server}.{tool} must be an object (a dict in Python), got {type(args).__name__}"
             )
-        link = await self._link(server)
-        if tool not in {t.name for t in link.tools}:
-            raise BridgeError(
-                f"server {server!r} has no tool {tool!r}; its tools: {', '.join(t.name for t in link.tools) or '(none)'}"
-            )
-        session = link.session
-        if session is None:
-            raise BridgeError(f"server {server!r} is not connected; call again to restart it")
-        try:
-            result = await session.call_tool(tool, args)
-        except MCPError as exc:
-            if exc.code == types.CONNECTION_CLOSED:
+        if self._health[server].crash_looping():
+            return _unavailable(self._crash_loop_message(server))
+        for attempt in (1, 2):
+            link = await self._link(server)
+            if tool not in {t.name for t in link.tools}:
+                raise BridgeError(
+                    f"server {server!r} has no tool {tool!r}; its tools: {', '.join(t.name for t in link.tools) or '(none)'}"
+                )
+            session = link.session
+            if session is None or link.broken:
+                if attempt == 1:
+                    continue  # it died before the call was sent: the call goes to its successor
+                raise BridgeError(f"server {server!r} is not connected; call again to restart it")
+            try:
+                result = await session.call_tool(tool, args)
+            except MCPError as exc:
+                if exc.code == types.CONNECTION_CLOSED:
+                    link.close()
+                    return _unavailable(
+                        f"server {server!r} stopped during the call to {tool!r} (its process ended); the "
+                        f"call may have taken effect before it stopped: check before repeating it. The "
+                        f"server is being restarted; the next call goes to the new one",
+                        hint=f"its last stderr lines:\n{self._health[server].tail()}")
+                raise BridgeError(f"{server}.{tool} failed: {exc.message} (MCP error {exc.code})") from exc
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
                 link.close()
                 raise BridgeError(
-                    f"server {server!r} stopped during the call to {tool!r} ({exc.message}); "
-                    "it will be restarted on the next call"
+                    f"server {server!r} connection failed during {tool!r}: {exc!r}; it will be restarted on the next call"
                 ) from exc
-            raise BridgeError(f"{server}.{tool} failed: {exc.message} (MCP error {exc.code})") from exc
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-            link.close()
-            raise BridgeError(
-                f"server {server!r} connection failed during {tool!r}: {exc!r}; it will be restarted on the next call"
-            ) from exc
-        return result_to_dict(result)
+            self._health[server].answered()
+            return result_to_dict(result)
+        raise AssertionError("unreachable")
+
+    def _crash_loop_message(self, server: str) -> str:
+        health = self._health[server]
+        wait = max(0.0, CRASH_LOOP_PAUSE_SECONDS - (time.monotonic() - health.deaths[-1]))
+        return (f"server {server!r} is crash-looping: it died {health.in_a_row()} times in the last "
+                f"{CRASH_LOOP_WINDOW_SECONDS:.0f} s and is left stopped; the next call in {wait:.0f} s "
+                f"tries it again. Its last stderr lines:\n{health.tail()}\n"
+                f"If it keeps dying, check its entry in the mcpServers config "
+                f"({_describe_config(self.servers[server])}) and the runtime's log")
+
+    def _died(self, server: str, link: _Link) -> None:
+        """A server's process ended by itself: start its successor in the background."""
+        health = self._health[server]
+        health.died()
+        logger.warning("capability server %r died (%d in a row)", server, health.in_a_row())
+        if self._task_group is None or self._closing.is_set() or self._links.get(server) is not link:
+            return
+        if health.crash_looping():
+            logger.error("capability server %r is crash-looping; left stopped. Its last stderr lines:\n%s",
+                         server, health.tail())
+            return
+        pause = RESTART_BACKOFF_SECONDS[min(health.in_a_row(), len(RESTART_BACKOFF_SECONDS)) - 1]
+        self._task_group.start_soon(self._restart, server, pause, name=f"restart {server}")
+
+    async def _restart(self, server: str, pause: float) -> None:
+        with anyio.move_on_after(pause):
+            await self._closing.wait()
+        if not self._closing.is_set():
+            await self._start_quietly(server)
 
     async def list_tools(self, server: str | None = None) -> ToolListing:
         """`{server: [tool dicts]}` for one server, or for every configured server.
@@ -299,7 +481,8 @@ class Bridge:
             if link is None or link.broken:
                 if link is not None:
                     link.close()
-                link = _Link(server, self.servers[server], lambda: self._absorb(server))
+                link = _Link(server, self.servers[server], self._health[server],
+                             lambda: self._absorb(server), lambda: self._died(server, link))
                 self._links[server] = link
                 assert self._task_group is not None, "use the Bridge as an async context manager"
                 self._task_group.start_soon(link.run, name=f"capability server {server}")
@@ -325,6 +508,15 @@ class Bridge:
 
     def _server_names(self) -> str:
         return ", ".join(sorted(self.servers)) or "(none configured)"
+
+
+def _unavailable(message: str, hint: str | None = None) -> dict[str, Any]:
+    """A call's answer when its server cannot serve it: the capabilities' error shape."""
+    error: dict[str, Any] = {"kind": "unavailable", "message": message}
+    if hint:
+        error["hint"] = hint
+    return {"content": [{"type": "text", "text": f"Error: {message}"}], "isError": True,
+            "structuredContent": {"error": error}}
 
 
 def _describe(error: BaseException | None) -> str:

@@ -81,25 +81,26 @@ def test_capability_error_result_is_returned_to_the_script(rt: RuntimeClient) ->
 
 
 def test_crash_mid_run_fails_the_call_and_the_next_call_recovers(rt: RuntimeClient) -> None:
-    """A capability crash throws in the script; a later call in the same run restarts the server."""
+    """A capability crash answers that call `unavailable`; a later call in the same run goes to
+    the restarted server."""
     out = rt.run_js(
         'const before = (await mcp.callTool("test", "pid", {})).content[0].text;\n'
-        'let message = "";\n'
-        'try { await mcp.callTool("test", "crash", {}); } catch (e) { message = e.message; }\n'
+        'const crashed = await mcp.callTool("test", "crash", {});\n'
         'const after = (await mcp.callTool("test", "pid", {})).content[0].text;\n'
-        '({message, restarted: before !== after})'
+        '({isError: crashed.isError, error: crashed.structuredContent.error, restarted: before !== after})'
     )
     assert not out.is_error, out.text
     value = json.loads(out.text)
-    assert "server 'test' stopped during the call to 'crash'" in value["message"]
+    assert value["isError"] is True and value["error"]["kind"] == "unavailable"
+    assert "server 'test' stopped during the call to 'crash'" in value["error"]["message"]
     assert value["restarted"] is True
 
 
 def test_crashed_server_restarts_on_next_call(rt: RuntimeClient) -> None:
-    """An uncaught crash fails that run with a bridge error; the next run's call works."""
-    out = rt.run_js('await mcp.callTool("test", "crash", {})')
-    assert out.is_error
-    assert "bridge error at line 1" in out.text and "will be restarted on the next call" in out.text
+    """A crash is a capability error of that call; the next run's call works."""
+    out = rt.run_js('(await mcp.callTool("test", "crash", {})).content[0].text')
+    assert not out.is_error, out.text
+    assert "stopped during the call to 'crash'" in out.text and "may have taken effect" in out.text
     assert rt.run_js('(await mcp.callTool("test", "echo", {text: "alive"})).content[0].text').text == "alive"
 
 
@@ -270,13 +271,13 @@ def test_run_py_timeout_cancels_inflight_tool_calls(rt: RuntimeClient) -> None:
 
 
 def test_run_py_crash_then_recovery(rt: RuntimeClient) -> None:
-    """A crash raises in Python; the next call restarts the server."""
+    """A crash answers `unavailable` in Python too; the next call goes to the restarted server."""
     out = rt.run_py(
-        'try:\n    mcp.call_tool("test", "crash", {})\nexcept Exception as e:\n    print("caught:", e)\n'
+        'crashed = mcp.call_tool("test", "crash", {})\nprint(crashed["structuredContent"]["error"]["kind"])\n'
         'mcp.call_tool("test", "echo", {"text": "again"})["content"][0]["text"]'
     )
     assert not out.is_error, out.text
-    assert "stopped during the call to 'crash'" in out.text and out.text.endswith("again")
+    assert "unavailable" in out.text and out.text.endswith("again")
 
 
 # -- HTTP only ------------------------------------------------------------------------------------
