@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import sys
 import time
 from collections import deque
@@ -32,6 +33,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import mcp_types as types
+import psutil
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
@@ -171,6 +173,7 @@ class _Link:
         self.broken = False
         self.died = False
         self._stop = anyio.Event()
+        self._pidfd: int | None = None
         self._on_list_changed = on_list_changed
         self._on_died = on_died
 
@@ -179,7 +182,8 @@ class _Link:
         self.broken = True
         self._stop.set()
 
-    def _ended(self) -> None:
+    def ended(self) -> None:
+        """The server went away by itself (its stream ended, or its process did)."""
         if not self._stop.is_set():
             # Only a server that served dies; one that never answered failed to start.
             self.died = self.ready.is_set()
@@ -194,17 +198,19 @@ class _Link:
                 tg = await stack.enter_async_context(anyio.create_task_group())
                 stack.callback(tg.cancel_scope.cancel)  # the stderr reader, once all else is shut
                 errlog = self._stderr(tg) if isinstance(self.config, StdioServer) else sys.stderr
+                before = _children()
                 try:
                     read, write = await stack.enter_async_context(self._transport(errlog))
                 finally:
                     if errlog is not sys.stderr:
                         errlog.close()  # the server has its copy
-                read = _EndWatch(read, self._ended)
+                read = _EndWatch(read, self.ended)
                 session = await stack.enter_async_context(ClientSession(read, write, message_handler=self._on_message))
                 # Only plain awaits inside the deadline: a cancel scope must not wrap entered task groups.
                 with anyio.fail_after(START_TIMEOUT_SECONDS):
                     await session.initialize()
                     self.tools = await _list_all_tools(session)
+                self._watch_process(_children() - before, stack)
                 self.session = session
                 self.ready.set()
                 await self._stop.wait()
@@ -217,8 +223,39 @@ class _Link:
             self.broken = True
             self.session = None
             self.ready.set()
-        if self.died:
+        if self.died or self.error is not None:  # a death, or a start that failed: both count
             self._on_died()
+
+    def _watch_process(self, new_children: set[int], stack: AsyncExitStack) -> None:
+        """Hold a pidfd on the server's process (our new child running its command), so a call can tell a
+        server that was already dead when it was sent (the call never ran) from one that died
+        during it."""
+        if not isinstance(self.config, StdioServer):
+            return
+        tail = [*self.config.args] or [self.config.command]
+        ours = []
+        for pid in new_children:  # others may have started meanwhile: ours runs our command
+            try:
+                if psutil.Process(pid).cmdline()[-len(tail):] == tail:
+                    ours.append(pid)
+            except psutil.Error:
+                continue
+        if len(ours) != 1:
+            return  # a server the spawn service started (not our child), or one we cannot tell
+        try:
+            self._pidfd = os.pidfd_open(ours[0])
+        except OSError:
+            return
+        stack.callback(os.close, self._pidfd)
+
+    def process_ended(self) -> bool:
+        """Whether the server's process is known to have ended (False when not known)."""
+        if self._pidfd is None:
+            return False
+        try:
+            return bool(select.select([self._pidfd], [], [], 0)[0])
+        except (OSError, ValueError):
+            return False
 
     def _stderr(self, tg: anyio.abc.TaskGroup) -> Any:
         """A pipe for the server's stderr: what it writes goes on to ours, and its last lines
@@ -278,6 +315,14 @@ class _Link:
                 logger.debug("re-listing tools of %r failed: %r", self.name, exc)
                 return
             self._on_list_changed()
+
+
+def _children() -> set[int]:
+    """Our direct children now (a stdio server is one of them)."""
+    try:
+        return {child.pid for child in psutil.Process().children()}
+    except psutil.Error:
+        return set()
 
 
 class _owning:
@@ -392,15 +437,16 @@ class Bridge:
                     f"server {server!r} has no tool {tool!r}; its tools: {', '.join(t.name for t in link.tools) or '(none)'}"
                 )
             session = link.session
-            if session is None or link.broken:
+            if session is None or link.broken or link.process_ended():
                 if attempt == 1:
+                    link.ended()
                     continue  # it died before the call was sent: the call goes to its successor
                 raise BridgeError(f"server {server!r} is not connected; call again to restart it")
             try:
                 result = await session.call_tool(tool, args)
             except MCPError as exc:
                 if exc.code == types.CONNECTION_CLOSED:
-                    link.close()
+                    link.ended()
                     return _unavailable(
                         f"server {server!r} stopped during the call to {tool!r} (its process ended); the "
                         f"call may have taken effect before it stopped: check before repeating it. The "
@@ -426,12 +472,14 @@ class Bridge:
                 f"({_describe_config(self.servers[server])}) and the runtime's log")
 
     def _died(self, server: str, link: _Link) -> None:
-        """A server's process ended by itself: start its successor in the background."""
+        """A server's process ended by itself, or failed to start: start its successor in the
+        background."""
         health = self._health[server]
         health.died()
         logger.warning("capability server %r died (%d in a row)", server, health.in_a_row())
-        if self._task_group is None or self._closing.is_set() or self._links.get(server) is not link:
-            return
+        current = self._links.get(server)
+        if self._task_group is None or self._closing.is_set() or (current not in (None, link) and not current.broken):
+            return  # the bridge is closing, or a successor is already there
         if health.crash_looping():
             logger.error("capability server %r is crash-looping; left stopped. Its last stderr lines:\n%s",
                          server, health.tail())

@@ -25,7 +25,7 @@ def test_exec_refuses_bad_calls_naming_the_field(exec_server, args, named):
     """Unknown fields, wrong types, a missing timeout and a relative cwd are refused by name."""
     message = exec_server.refused("exec", args)
     assert named in message
-    assert "exec accepts {bin, args?, timeout, cwd?, env?}" in message
+    assert "exec accepts {bin, args?, timeout, cwd?, env?, detach?}" in message
 
 
 def test_refused_exec_starts_nothing(exec_server):
