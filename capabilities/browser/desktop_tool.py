@@ -107,7 +107,8 @@ schema); screenshots are PNG images after the text, a screenshot's result being 
 width, height, scale, origin, screen, at}}. The whole call is checked before anything runs. It stops at the first failing \
 step and attaches a screenshot: the call is then an error {{error: {{kind, message, step, field?, \
 hint?}}, results, screen}}, the failed step's entry having success false, error and screenshot; keys \
-and buttons still held are released. One call runs at a time.
+and buttons still held are released. One call runs at a time; a cancelled call (its run timed out) \
+stops at once, waits included, and releases them too.
 
 Native windows (GTK apps such as Mousepad and Thunar and their dialogs, XFCE's panel, Chromium's own interface: tabs, toolbar, address bar, and the page as a tree) are read through their accessibility trees: accessibility.tree gives one element a line (role "name" [a_N] (x,y WxH) value="..." {{states}}); a ref a_N is taken by mouse.click and mouse.doubleClick {{ref}} (the element's centre, read at that moment) and by accessibility.act, which presses, focuses, sets values, toggles, selects or expands without moving the pointer. A ref whose element is gone fails with "read the screen again". Chromium's web pages are best read with browser_execute; its file chooser shows no tree: attach files with browser_execute's upload, or in the chooser press LeftControl+L, type the path, then press LeftAlt+O. Waits watch the screen, not the clock: screen.waitStable, window.waitFor, accessibility.waitFor. Any step may carry captureAfter: true (its entry gets capture, a screenshot once the screen is still); mouse and keyboard steps' entries say changed: whether the screen changed.
 
