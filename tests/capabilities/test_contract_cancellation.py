@@ -10,8 +10,10 @@ import time
 
 import anyio
 import pytest
-from mcp import Client
+from mcp import Client, ClientSession
 from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from mcp.shared.memory import create_client_server_memory_streams
 from pydantic import BaseModel, ConfigDict
 
 from capabilities.contract import ToolRegistry, ToolSpec, current_cancellation, success
@@ -97,6 +99,42 @@ def test_a_cancelled_call_stops_its_blocking_work(tool: str) -> None:
     assert seen.stopped_at - cancelled_at < 1.0
     if tool == "child":
         assert seen.process is not None and seen.process.poll() is not None  # killed, reaped
+
+
+async def _close_during(seen: Seen, tool: str, seconds: float) -> float:
+    """Call `tool` for 30 s and close the connection under it after `seconds` (no cancel is
+    sent: the client just goes away); return when it closed."""
+    server = _server(seen)
+    async with create_client_server_memory_streams() as ((client_read, client_write), (server_read, server_write)):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(server.run, server_read, server_write, server.create_initialization_options())
+            async with ClientSession(client_read, client_write) as session:
+                await session.initialize()
+
+                async def call() -> None:
+                    try:
+                        await session.call_tool(tool, {"seconds": 30})
+                    except MCPError:
+                        pass  # the connection closed under it, as expected
+
+                tasks.start_soon(call)
+                await anyio.sleep(seconds)
+                closed_at = time.monotonic()
+                await client_write.aclose()
+                await anyio.to_thread.run_sync(seen.stopped.wait, 10)
+            return closed_at
+
+
+@pytest.mark.parametrize("tool", ["sleep", "child"])
+def test_a_call_whose_connection_closes_stops_its_blocking_work(tool: str) -> None:
+    """A client that goes away without cancelling (it crashed, its pipe closed) leaves no work
+    running in the server: the server would otherwise wait for it before it can exit."""
+    seen = Seen()
+    closed_at = anyio.run(_close_during, seen, tool, 0.5)
+    assert seen.stopped.is_set()
+    assert seen.stopped_at - closed_at < 1.0
+    if tool == "child":
+        assert seen.process is not None and seen.process.poll() is not None
 
 
 def test_outside_a_call_work_is_never_cancelled() -> None:
