@@ -21,17 +21,34 @@ Error kinds (`ErrorKind`): `invalid_arguments` (the request is wrong: nothing ra
 (a policy said no: a path outside the roots, a denied address), `timeout`, `unavailable`
 (the desktop, the browser or a helper program cannot be reached), `failed` (the action ran and
 did not succeed), `internal` (a bug in the server: the message says what to report).
+
+Cancellation. When the client cancels a call (`notifications/cancelled`, or the connection
+closing), the SDK cancels the handler's task: its awaits stop at once. Work the event loop does
+not run is out of that reach, so `ToolRegistry.call` ties each call to a `Cancellation`
+(`current_cancellation()`, which worker threads inherit) that is set at the same moment: a
+blocking body waits with `sleep` / `wait_readable` and checks between steps, a child process or
+a wait on another loop is stopped with `on_cancel`, and the body then raises `CallCancelled`.
+The call still waits for its worker thread to return (anyio's default), so cleanup in the
+thread (keys released, processes reaped) is done before the next call runs. Nothing is sent
+for a cancelled call: its client stopped waiting.
 """
 
 from __future__ import annotations
 
 import base64
+import contextvars
 import copy
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+import os
+import select
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Literal, TypeVar, get_args
 
+import anyio
+import anyio.lowlevel
 import mcp_types as types
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
@@ -248,6 +265,136 @@ def validation_error(tool: str, model: type[BaseModel], exc: ValidationError, *,
                      hint=f"call mcp.describe for the fields of {tool}")
 
 
+class CallCancelled(Exception):
+    """The running call was cancelled by its client: raised inside the call's work (a worker
+    thread) at its next wait or check, so the work stops there. The registry sends nothing for
+    it: the client has stopped waiting."""
+
+
+class Cancellation:
+    """Whether the running call was cancelled, for work the event loop does not run.
+
+    `ToolRegistry.call` makes one per call and cancels it when the call is cancelled; a worker
+    thread reads it with `current_cancellation()`. Safe to use from any thread.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], None]] = []
+        self._wakeup: tuple[int, int] | None = None  # a pipe written on cancel, for select()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def cancel(self) -> None:
+        """Cancel the work: wake its waits and run its `on_cancel` callbacks (once)."""
+        with self._lock:
+            if self._event.is_set():
+                return
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+            if self._wakeup is not None:
+                os.write(self._wakeup[1], b"x")
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # one failing stop must not keep the others from running
+                log.exception("stopping cancelled work failed")
+
+    def check(self) -> None:
+        """Raise `CallCancelled` if the call was cancelled."""
+        if self._event.is_set():
+            raise CallCancelled("the call was cancelled")
+
+    def sleep(self, seconds: float) -> None:
+        """`time.sleep` that ends with `CallCancelled` as soon as the call is cancelled."""
+        if self._event.wait(seconds) if seconds > 0 else self._event.is_set():
+            raise CallCancelled("the call was cancelled")
+
+    def wait_readable(self, fd: int, timeout: float | None) -> bool:
+        """Wait until `fd` can be read (True) or `timeout` passes (False); `CallCancelled` if
+        the call is cancelled meanwhile."""
+        with self._lock:
+            self.check()
+            if self._wakeup is None:
+                self._wakeup = os.pipe()
+            wakeup = self._wakeup[0]
+        readable, _, _ = select.select([fd, wakeup], [], [], timeout)
+        self.check()
+        return fd in readable
+
+    @contextmanager
+    def on_cancel(self, callback: Callable[[], None]) -> Iterator[None]:
+        """Within the block, a cancel of the call runs `callback` (on the event loop's thread):
+        kill a child process, cancel a future. Already cancelled: it runs at once."""
+        with self._lock:
+            registered = not self._event.is_set()
+            if registered:
+                self._callbacks.append(callback)
+        if not registered:
+            callback()
+        try:
+            yield
+        finally:
+            with self._lock:
+                if callback in self._callbacks:
+                    self._callbacks.remove(callback)
+
+    def close(self) -> None:
+        with self._lock:
+            wakeup, self._wakeup = self._wakeup, None
+        if wakeup is not None:
+            os.close(wakeup[0])
+            os.close(wakeup[1])
+
+
+_current_cancellation: contextvars.ContextVar[Cancellation | None] = contextvars.ContextVar(
+    "codedesk_call_cancellation", default=None)
+
+
+def current_cancellation() -> Cancellation:
+    """The running call's `Cancellation` (in its task, and in the worker threads it starts with
+    anyio, which carry its context); outside a call, one that is never cancelled."""
+    return _current_cancellation.get() or Cancellation()
+
+
+async def _tied_to_cancellation(work: Callable[[], Awaitable[types.CallToolResult]]) -> types.CallToolResult:
+    """Run a call's work with its `Cancellation`, set the moment the call's task is cancelled;
+    a `CallCancelled` the work raises becomes that cancellation again."""
+    cancellation = Cancellation()
+    token = _current_cancellation.set(cancellation)
+    finished = anyio.Event()
+
+    async def cancel_with_the_call() -> None:
+        # The call's own task may be waiting for a worker thread (shielded, as anyio does): this
+        # task, beside it, is what the cancellation reaches at once.
+        try:
+            await finished.wait()
+        except anyio.get_cancelled_exc_class():
+            if not finished.is_set():
+                cancellation.cancel()
+            raise
+
+    stopped: CallCancelled | None = None
+    try:
+        async with anyio.create_task_group() as watch:
+            watch.start_soon(cancel_with_the_call)
+            try:
+                return await work()
+            except CallCancelled as exc:  # kept inside: a task group would wrap it in a group
+                stopped = exc
+            finally:
+                finished.set()
+        await anyio.lowlevel.checkpoint()  # the call's cancellation, raised here
+        assert stopped is not None
+        raise stopped  # cancelled from elsewhere than the call (nothing does that today)
+    finally:
+        _current_cancellation.reset(token)
+        cancellation.close()
+
+
 State = TypeVar("State")
 Args = TypeVar("Args", bound=BaseModel)
 
@@ -315,13 +462,23 @@ class ToolRegistry(Generic[State]):
             error = spec.invalid(exc, raw) if spec.invalid is not None else validation_error(name, spec.args, exc)
             return await self._failed(spec, state, error, raw)
         try:
+            return await _tied_to_cancellation(lambda: self._run(spec, state, args, raw))
+        except CallCancelled:
+            return await self._failed(spec, state, ToolError(
+                "failed", f"{name} was cancelled before it finished"), raw)
+
+    async def _run(self, spec: ToolSpec[State], state: State, args: Any,
+                   raw: dict[str, Any]) -> types.CallToolResult:
+        try:
             return await spec.run(state, args)
         except ToolError as exc:
             return await self._failed(spec, state, exc, raw)
+        except CallCancelled:
+            raise
         except Exception as exc:  # a bug or an unforeseen library failure: say which, keep serving
-            log.exception("%s.%s failed", self.server, name)
+            log.exception("%s.%s failed", self.server, spec.name)
             return await self._failed(spec, state, ToolError(
-                "internal", f"{name} failed unexpectedly ({type(exc).__name__}: {exc})",
+                "internal", f"{spec.name} failed unexpectedly ({type(exc).__name__}: {exc})",
                 hint="check the arguments; if they are right, report this error"), raw)
 
     async def _failed(self, spec: ToolSpec[State], state: State, error: ToolError,

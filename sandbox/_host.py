@@ -18,7 +18,8 @@ import asyncio
 import base64
 import binascii
 import json
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sandbox.result import (
@@ -190,6 +191,7 @@ class ToolBridge:
         self.refused_calls = 0  # calls refused because the budget was spent
         self.budget_hit = False
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._calls: dict[int, str] = {}  # the tool calls among the tasks: "server.tool"
         self._events: list[str] = []  # each event already JSON, so one bad result fails alone
         self._ready = asyncio.Event()
 
@@ -218,6 +220,7 @@ class ToolBridge:
             self._emit({"id": rid, "ok": value})
         finally:
             self._tasks.pop(rid, None)
+            self._calls.pop(rid, None)
 
     def call(self, rid: int, server: Any, tool: Any, args: Any) -> None:
         """Start a tool call, or refuse it at once when the run's call budget is spent."""
@@ -249,7 +252,12 @@ class ToolBridge:
                                   f"not a CallToolResult object")
             return result
 
+        self._calls[rid] = f"{server}.{tool}"
         self._start(rid, work)
+
+    def in_flight(self) -> list[str]:
+        """The tool calls still running, as "server.tool"."""
+        return list(self._calls.values())
 
     def list(self, rid: int, server: Any) -> None:
         if server is not None and not isinstance(server, str):
@@ -284,28 +292,41 @@ class ToolBridge:
         return "[" + ",".join(events) + "]"
 
     async def close(self) -> None:
-        """Cancel every task still running and wait until each has stopped."""
+        """Cancel every task still running and wait until each has stopped.
+
+        Each is cancelled once. A tool call being cancelled tells its server to stop it (the MCP
+        client sends notifications/cancelled); a second cancel would cut that message short and
+        leave the work running in the server. So when the run itself is cancelled meanwhile (its
+        own client gave up on it), the tasks finish their cancelling unwaited-for, never
+        cancelled again."""
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
         if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.shield(asyncio.gather(*tasks, return_exceptions=True))
         self._tasks.clear()
 
 
 
 class RunLimitErrors:
     """The errors a run ends with at its limits, each naming the limit, its value and how far
-    it may be raised (from the ranges in `sandbox.result`)."""
+    it may be raised (from the ranges in `sandbox.result`).
 
-    def __init__(self, limits: Any) -> None:
+    `in_flight()` gives the tool calls still running (as "server.tool"), for the timeout's
+    message: they are cancelled as the run ends."""
+
+    def __init__(self, limits: Any, in_flight: Callable[[], Sequence[str]] | None = None) -> None:
         self._limits = limits
+        self._in_flight = in_flight
 
-    def timeout(self) -> RunError:
+    def timeout(self, in_flight: Sequence[str] | None = None) -> RunError:
+        """`in_flight`: the calls still running when the run stopped (default: ask `in_flight()`)."""
+        if in_flight is None:
+            in_flight = self._in_flight() if self._in_flight is not None else ()
         return RunError(
             kind="timeout",
             message=f"the run took longer than timeout_seconds={self._limits.timeout_seconds:g}; "
-            f"calls still in flight were cancelled. Do less per run, or raise timeout_seconds "
+            f"{_cancelled_calls(in_flight)}. Do less per run, or raise timeout_seconds "
             f"(at most {TIMEOUT_SECONDS_RANGE[2]:g})",
         )
 
@@ -341,3 +362,17 @@ class RunLimitErrors:
             f"after the first {self._limits.max_tool_calls} (max_tool_calls; at most "
             f"{MAX_TOOL_CALLS_RANGE[2]}). Their results are missing from this run]"
         )
+
+
+def _cancelled_calls(in_flight: Sequence[str]) -> str:
+    """What a timeout did to the calls still running, and what it could not undo."""
+    if not in_flight:
+        return "no tool call was running then"
+    counts = Counter(in_flight)
+    names = ", ".join(name if n == 1 else f"{name} x{n}" for name, n in counts.items())
+    one = len(in_flight) == 1
+    return (f"{'the tool call' if one else f'the {len(in_flight)} tool calls'} still running ({names}) "
+            f"{'was' if one else 'were'} cancelled: {'its server was' if one else 'their servers were'} told "
+            f"to stop {'it' if one else 'them'} where {'it' if one else 'they'} stood, and what "
+            f"{'it' if one else 'they'} had already done is not undone (steps already run, programs "
+            f"already started, files already written): check the state before doing it again")

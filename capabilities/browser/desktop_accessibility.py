@@ -18,6 +18,7 @@ refused) and its subclass `StaleRef`.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import re
 import stat
@@ -29,6 +30,8 @@ from typing import Any
 from dbus_fast import Message, MessageType, Variant
 from dbus_fast.aio import MessageBus
 from dbus_fast.errors import DBusError
+
+from capabilities.contract import current_cancellation
 
 from .desktop_display import DesktopError
 
@@ -292,9 +295,16 @@ class AccessibilityBus:
     # -- plumbing -------------------------------------------------------------------------
 
     def _run(self, coro: Awaitable, timeout: float) -> Any:
+        """Run `coro` on the bus's loop and wait for it; a cancel of the running call cancels it
+        there (CallCancelled here), so a long read does not outlive its call."""
         future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        cancellation = current_cancellation()
         try:
-            return future.result(timeout)
+            with cancellation.on_cancel(future.cancel):
+                return future.result(timeout)
+        except concurrent.futures.CancelledError:
+            cancellation.check()
+            raise
         except TimeoutError as exc:
             future.cancel()
             raise AccessibilityError(

@@ -4,7 +4,8 @@
 
 `NativeDesktop` holds the connections these need (the window manager client, the AT-SPI bus, the
 damage watch), each opened on first use for the current session and reopened when it changes.
-`perform` runs one of these steps; `desktop_tool` dispatches to it.
+`perform` runs one of these steps; `desktop_tool` dispatches to it. Every wait here waits on the
+call's cancellation (`current_cancellation`), so a cancelled call stops in it at once.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from typing import Any
+
+from capabilities.contract import current_cancellation
 
 from ..session import SessionInfo
 from . import desktop_accessibility as access
@@ -131,7 +134,7 @@ def _settled_window(native: NativeDesktop, window_id: int, check, timeout: float
             raise WindowGone(f"window {window_id} closed")
         if check(info) or time.monotonic() > deadline:
             return info
-        time.sleep(0.03)
+        current_cancellation().sleep(0.03)
 
 
 def _web_page(element: access.Element) -> bool:
@@ -157,7 +160,7 @@ def _wait_element(native: NativeDesktop, p: Any) -> ElementResult:
             page = "" if p.window is not None else " (a web page's elements: name its window)"
             raise WaitTimeout(f"no element {what} appeared within {p.timeout} ms; read the screen "
                               f"(accessibility.tree) to see what is there{page}")
-        time.sleep(POLL_S)
+        current_cancellation().sleep(POLL_S)
 
 
 def _wait_window(native: NativeDesktop, p: Any) -> WindowStateResult | None:
@@ -182,7 +185,7 @@ def _wait_window(native: NativeDesktop, p: Any) -> WindowStateResult | None:
             what = f"title {p.title!r}" if p.title is not None else f"class {p.class_!r}"
             raise WaitTimeout(f"no window with {what} was {p.state} within {p.timeout} ms; list "
                               f"them with getWindows")
-        time.sleep(POLL_S / 2)
+        current_cancellation().sleep(POLL_S / 2)
 
 
 def perform(native: NativeDesktop, step: Any, image) -> Any:

@@ -4,6 +4,8 @@ session's display, done as a person at the screen would (real pointer, real keys
 The call is validated whole before anything runs (`desktop_ops.DesktopRequest`, through the
 contract's registry), runs one call at a time, stops at the first failing step with a
 screenshot of that moment, and lets go of any key or button still held when a step fails.
+A call its client cancels stops at once, waits and pointer moves included (`current_cancellation`
+is checked between steps and is what every wait here waits on), and lets go of them the same way.
 
 The result (built in `_result`, the one place): structured content `{results: [{success,
 operation, result}], screen: {width, height}}` (plus `error` on failure), the same object as
@@ -26,7 +28,7 @@ from mcp_types import CallToolResult
 from PIL import Image as PILImage
 from playwright.async_api import Error as PlaywrightError
 
-from capabilities.contract import Image, ToolError, ToolSpec, failure, success
+from capabilities.contract import Image, ToolError, ToolSpec, current_cancellation, failure, success
 
 from ..session import SessionInfo, SessionNotFound, read_session
 from ..png import encode_png
@@ -105,7 +107,8 @@ schema); screenshots are PNG images after the text, a screenshot's result being 
 width, height, scale, origin, screen, at}}. The whole call is checked before anything runs. It stops at the first failing \
 step and attaches a screenshot: the call is then an error {{error: {{kind, message, step, field?, \
 hint?}}, results, screen}}, the failed step's entry having success false, error and screenshot; keys \
-and buttons still held are released. One call runs at a time.
+and buttons still held are released. One call runs at a time; a cancelled call (its run timed out) \
+stops at once, waits included, and releases them too.
 
 Native windows (GTK apps such as Mousepad and Thunar and their dialogs, XFCE's panel, Chromium's own interface: tabs, toolbar, address bar, and the page as a tree) are read through their accessibility trees: accessibility.tree gives one element a line (role "name" [a_N] (x,y WxH) value="..." {{states}}); a ref a_N is taken by mouse.click and mouse.doubleClick {{ref}} (the element's centre, read at that moment) and by accessibility.act, which presses, focuses, sets values, toggles, selects or expands without moving the pointer. A ref whose element is gone fails with "read the screen again". Chromium's web pages are best read with browser_execute; its file chooser shows no tree: attach files with browser_execute's upload, or in the chooser press LeftControl+L, type the path, then press LeftAlt+O. Waits watch the screen, not the clock: screen.waitStable, window.waitFor, accessibility.waitFor. Any step may carry captureAfter: true (its entry gets capture, a screenshot once the screen is still); mouse and keyboard steps' entries say changed: whether the screen changed.
 
@@ -359,9 +362,11 @@ class DesktopController:
         """Run the steps in order until one fails; returns what failed, or None. Whatever
         failed (a step, or anything raised), every key and button still held is released."""
         failed: ToolError | None = None
+        cancellation = current_cancellation()
         try:
             native = self._native
             for index, step in enumerate(steps):
+                cancellation.check()
                 run.step = step
                 try:
                     step = self._aim(step, display, run)
@@ -390,7 +395,7 @@ class DesktopController:
                     return failed
                 run.results.append(entry)
             return None
-        except BaseException:
+        except BaseException:  # a bug, or the call cancelled (CallCancelled): let go all the same
             failed = failed or ToolError("internal", "interrupted")
             raise
         finally:
@@ -461,8 +466,8 @@ TOOL: ToolSpec[BrowserState] = ToolSpec(
 # -- the operations -------------------------------------------------------------------------
 
 def _pause(ms: float) -> None:
-    if ms > 0:
-        time.sleep(ms / 1000)
+    """Wait `ms`; a cancelled call stops here (CallCancelled), even with no wait."""
+    current_cancellation().sleep(ms / 1000)
 
 
 def _glide(display: DisplayConnection, x: int, y: int, speed: float, min_frames: int = 1) -> None:
@@ -471,15 +476,14 @@ def _glide(display: DisplayConnection, x: int, y: int, speed: float, min_frames:
     distance = math.hypot(x - start_x, y - start_y)
     frames = max(min_frames, math.ceil(distance / speed / FRAME_S)) if distance else 1
     frame_s = distance / speed / frames
+    cancellation = current_cancellation()
     began = time.perf_counter()
     for frame in range(1, frames + 1):
         t = frame / frames
         display.move_pointer(round(start_x + (x - start_x) * t), round(start_y + (y - start_y) * t))
         if frame < frames:
             # Sleep to the frame's deadline so the whole glide keeps to the speed.
-            delay = began + frame * frame_s - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
+            cancellation.sleep(began + frame * frame_s - time.perf_counter())
 
 
 def _aim(display: DisplayConnection, params: Any, run: _Run) -> tuple[int, int]:
@@ -495,7 +499,7 @@ def _click(display: DisplayConnection, params: ClickParams, run: _Run, times: in
     button = BUTTONS[params.button]
     for n in range(times):
         if n:
-            time.sleep(DOUBLE_CLICK_GAP_S)
+            _pause(DOUBLE_CLICK_GAP_S * 1000)
         display.press_button(button)
         display.release_button(button)
     _pause(run.config.mouseDelayMs)

@@ -6,16 +6,18 @@ VNC server learns what to send), so nothing is grabbed or compared: `ScreenWatch
 connection of its own for damage to the root window and its children. Without DAMAGE it falls
 back to comparing grabs.
 
-Errors: `WaitTimeout` (a `DesktopError`) when the screen never settles in time.
+Errors: `WaitTimeout` (a `DesktopError`) when the screen never settles in time; a wait ends
+with `CallCancelled` the moment its call is cancelled.
 """
 
 from __future__ import annotations
 
-import select
 import time
 
 from Xlib import error as xerror
 from Xlib.ext import damage
+
+from capabilities.contract import current_cancellation
 
 from ..session import SessionInfo
 from .desktop_accessibility import Box
@@ -104,6 +106,7 @@ class ScreenWatch:
         self._take(None)  # what happened before the wait began is not what it waits for
         last_change = start
         fd = self._x.fileno()
+        cancellation = current_cancellation()
         while True:
             now = time.monotonic()
             quiet_until = last_change + quiet_ms / 1000
@@ -115,7 +118,7 @@ class ScreenWatch:
                     f"(last change {round((now - last_change) * 1000)} ms ago, wanted {quiet_ms} ms "
                     f"of quiet); something animates there: give a region that leaves it out, a "
                     f"shorter ms, or a longer timeout")
-            select.select([fd], [], [], max(0.0, min(quiet_until, deadline) - now))
+            cancellation.wait_readable(fd, max(0.0, min(quiet_until, deadline) - now))
             self._drain()
             if self._take(region):
                 last_change = time.monotonic()

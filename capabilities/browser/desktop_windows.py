@@ -20,6 +20,8 @@ from Xlib import X, Xatom, error as xerror
 from Xlib.ext import composite
 from Xlib.protocol import event as xevent
 
+from capabilities.contract import current_cancellation
+
 from ..session import SessionInfo
 from .desktop_display import DesktopError, Grab, XClient
 from .desktop_env import desktop_env
@@ -199,7 +201,7 @@ class WindowManager(XClient):
                 return value
             if time.monotonic() >= deadline:
                 raise WindowError(f"timed out after {timeout:g} s waiting for {what}")
-            time.sleep(WAIT_POLL_S)
+            current_cancellation().sleep(WAIT_POLL_S)
 
     # -- a window's own pixels ------------------------------------------------------------
 

@@ -4,7 +4,8 @@ LibreOffice runs each conversion in a fresh process with the converter's own pro
 (`-env:UserInstallation`), so it never touches a desktop user's LibreOffice and never joins a
 running instance. A conversion that outlives its timeout is killed with its whole process
 group, its profile is discarded (a killed instance can leave it locked), and the next
-conversion starts clean.
+conversion starts clean. A conversion whose call is cancelled is stopped the same way at once
+(`CallCancelled`), and so is one waiting for its turn when its turn comes.
 
 LibreOffice parses files anyone may have made, so a server running as root does not run it as
 root: it runs as the desktop user (else `nobody`), on a copy of the source in the converter's
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Literal
 
 from capabilities import session
+from capabilities.contract import current_cancellation
 
 from .errors import MissingProgram, ProgramFailed, ProgramTimedOut
 from .paths import DESKTOP_USER
@@ -126,7 +128,9 @@ class OfficeConverter:
         if not self._soffice or not Path(self._soffice).exists() and not shutil.which(self._soffice):
             raise MissingProgram(NOT_INSTALLED, hint=INSTALL_HINT)
         timeout = default_timeout() if timeout is None else timeout
+        cancellation = current_cancellation()
         with self._lock:
+            cancellation.check()  # cancelled while it waited for its turn
             self._runs += 1
             outdir = self._scratch / f"out-{self._runs}"
             outdir.mkdir()
@@ -156,7 +160,12 @@ class OfficeConverter:
                 raise MissingProgram(f"{NOT_INSTALLED}: {exc}", hint=INSTALL_HINT) from exc
             self._running = proc
             try:
-                _, stderr = proc.communicate(timeout=timeout)
+                with cancellation.on_cancel(lambda: _signal_group(proc)):
+                    _, stderr = proc.communicate(timeout=timeout)
+                if cancellation.cancelled:
+                    shutil.rmtree(self._profile, ignore_errors=True)
+                    shutil.rmtree(outdir, ignore_errors=True)
+                    cancellation.check()
             except subprocess.TimeoutExpired as exc:
                 group = proc.pid
                 _kill_group(proc)
@@ -229,8 +238,16 @@ def discard(produced: Path) -> None:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
+    _signal_group(proc)
+    proc.communicate()
+
+
+def _signal_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the process group `proc` leads, unless it was already reaped; the thread that
+    waits for it reaps it."""
+    if proc.returncode is not None:
+        return
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    proc.communicate()

@@ -1,4 +1,7 @@
-"""OCR, done locally by Tesseract: `ocr_pdf` (pages rendered at 300 dpi) and `ocr_image`."""
+"""OCR, done locally by Tesseract: `ocr_pdf` (pages rendered at 300 dpi) and `ocr_image`.
+
+Tesseract runs once per page, in a process group of its own: killed at the page's timeout, or
+at once when the call is cancelled (`CallCancelled`)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,8 @@ from typing import Literal
 
 from PIL import Image, ImageOps
 from pydantic import Field
+
+from capabilities.contract import current_cancellation
 
 from . import pagespec
 from .errors import InvalidRequest, MissingProgram, ProgramFailed, ProgramTimedOut
@@ -42,12 +47,16 @@ def recognize(image: Image.Image, lang: str) -> str:
     buffer = io.BytesIO()
     image.save(buffer, "PNG")
     argv = [program, "stdin", "stdout", "-l", lang, "--dpi", str(OCR_DPI)]
+    cancellation = current_cancellation()
+    cancellation.check()
     proc = subprocess.Popen(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         start_new_session=True, env={**os.environ, "OMP_THREAD_LIMIT": "1"},
     )
     try:
-        out, err = proc.communicate(buffer.getvalue(), timeout=PAGE_TIMEOUT_S)
+        with cancellation.on_cancel(lambda: _kill_group(proc)):
+            out, err = proc.communicate(buffer.getvalue(), timeout=PAGE_TIMEOUT_S)
+        cancellation.check()
     except subprocess.TimeoutExpired as exc:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
@@ -124,6 +133,15 @@ def ocr_image(ws: Workspace, args: OcrImageArgs) -> ToolOutput:
     text = recognize(gray, args.lang)
     return ToolOutput(data=OcrImageOutput(path=str(path), text=text, lang=args.lang, engine="tesseract"),
                       summary=f"ocr_image: {path.name}, {characters(len(text))} (tesseract, {args.lang})")
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL Tesseract's process group, unless it was already reaped (by the waiting thread)."""
+    if proc.returncode is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _on_white(image: Image.Image) -> Image.Image:

@@ -14,6 +14,8 @@ import pymupdf
 from PIL import Image
 from pydantic import AfterValidator, Field
 
+from capabilities.contract import current_cancellation
+
 from . import pagespec
 from .errors import BadDocument, InvalidRequest
 from .results import ToolOutput, image_limits
@@ -74,7 +76,9 @@ def page_text(page: pymupdf.Page) -> str:
 
 
 def render_page(doc: pymupdf.Document, page_number: int, scale: float) -> Image.Image:
-    """Render 1-indexed `page_number` at `scale` (1.0 = 72 dpi) to an RGB image."""
+    """Render 1-indexed `page_number` at `scale` (1.0 = 72 dpi) to an RGB image (a call
+    cancelled meanwhile stops here, between pages)."""
+    current_cancellation().check()
     page = doc[page_number - 1]
     pixels = page.rect.width * page.rect.height * scale * scale
     if pixels > MAX_RENDER_PIXELS:
@@ -161,6 +165,7 @@ def read_pdf(ws: Workspace, args: ReadPdfArgs) -> ToolOutput:
         selected = pagespec.select_pages(args.pages, doc.page_count)
         pages = []
         for number in selected:
+            current_cancellation().check()
             page = doc[number - 1]
             entry = PdfPageText(page=number, text=page_text(page))
             if args.extract_tables:

@@ -68,9 +68,11 @@ def document_tool(*, name: str, description: str, args: type[A], output: type[Ba
                   annotations: dict[str, Any] | None = None) -> ToolSpec[Workspace]:
     """The contract `ToolSpec` of a synchronous tool body.
 
-    pymupdf, Pillow and LibreOffice block, so `run` runs in a worker thread. This is the one
-    place a `DocumentError` becomes the contract's `ToolError`, and a file-system error the
-    body did not foresee (a file unreadable for this server's user) becomes one too.
+    pymupdf, Pillow and LibreOffice block, so `run` runs in a worker thread, which the call
+    waits for even when it is cancelled: the body stops early through the call's
+    `current_cancellation()` (LibreOffice and Tesseract are killed). This is the one place a
+    `DocumentError` becomes the contract's `ToolError`, and a file-system error the body did not
+    foresee (a file unreadable for this server's user) becomes one too.
     """
 
     async def run_in_thread(workspace: Workspace, arguments: A) -> types.CallToolResult:

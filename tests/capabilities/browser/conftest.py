@@ -7,7 +7,7 @@ Shared by both tool families; keep fixtures small and additive.
 - `browser_server` (session): `python -m capabilities.browser` spawned over stdio with the
   SDK client against that session. Tests are synchronous: `.call(tool, args)` returns the
   `CallToolResult`; `.call_many([(tool, args), ...])` runs calls concurrently;
-  `.list_tools()`. Use `BrowserServer(env)` as a context manager for a server of your own
+  `.call_cancelled(tool, args, after)` gives up on a call as a client does; `.list_tools()`. Use `BrowserServer(env)` as a context manager for a server of your own
   (e.g. to restart it).
 - `run_page(operations, tab=..., close=...)` / `run_pages([arguments, ...])` (session): one
   browser_execute call / several at once, read into `PageRun` (.summary, .body, .results,
@@ -118,6 +118,17 @@ class BrowserServer:
                 for i, (tool, args) in enumerate(calls):
                     tg.start_soon(one, i, tool, args)
             return results
+
+        return self._portal.call(run)
+
+    def call_cancelled(self, tool: str, args: dict, after: float) -> bool:
+        """Call a tool and stop waiting after `after` seconds, as a client giving up does (the
+        SDK then sends notifications/cancelled); True if the call was still running then."""
+
+        async def run() -> bool:
+            with anyio.move_on_after(after) as scope:
+                await self.session.call_tool(tool, args)
+            return scope.cancelled_caught
 
         return self._portal.call(run)
 

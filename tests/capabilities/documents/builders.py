@@ -78,6 +78,26 @@ def scanned_pdf(path: Path, image: Path) -> Path:
     return path
 
 
+def scanned_pages(path: Path, image: Path, pages: int) -> Path:
+    """A scan of `pages` pages, each a full-width picture of text: seconds of OCR in all."""
+    doc = pymupdf.open()
+    for _ in range(pages):
+        page = doc.new_page(width=612, height=792)
+        for top in range(36, 720, 120):
+            page.insert_image(pymupdf.Rect(36, top, 576, top + 110), filename=str(image))
+    doc.save(path)
+    doc.close()
+    return path
+
+
+def big_csv(path: Path, rows: int = 60_000) -> Path:
+    """A spreadsheet as CSV that LibreOffice takes many seconds to lay out as a PDF."""
+    with path.open("w", encoding="utf-8") as out:
+        for row in range(rows):
+            out.write(f"{row},name {row},{row * 3.5},lorem ipsum dolor sit amet,{row % 7},{'x' * 20}\n")
+    return path
+
+
 def encrypted_pdf(path: Path) -> Path:
     doc = pymupdf.open()
     doc.new_page().insert_text((72, 72), "secret")
