@@ -36,6 +36,7 @@ import pwd
 import resource
 import shutil
 import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -250,8 +251,24 @@ def _confiner(who: RunAs, caps: Caps, groups: list[int], cwd: str):
     return confine
 
 
+_tasks_seen: dict[int, tuple[float, int]] = {}
+TASKS_FRESH_SECONDS = 1.0
+
+
 def user_tasks(uid: int) -> int:
-    """How many tasks (processes and threads) `uid` holds now: what RLIMIT_NPROC counts."""
+    """How many tasks (processes and threads) `uid` holds: what RLIMIT_NPROC counts. Counted at
+    most once a second (a scan of /proc costs milliseconds; a second-old count is close enough
+    for the room a command gets above it)."""
+    seen = _tasks_seen.get(uid)
+    now = time.monotonic()
+    if seen is not None and now - seen[0] < TASKS_FRESH_SECONDS:
+        return seen[1]
+    count = _count_tasks(uid)
+    _tasks_seen[uid] = (now, count)
+    return count
+
+
+def _count_tasks(uid: int) -> int:
     count = 0
     for name in os.listdir("/proc"):
         if not name.isdigit():

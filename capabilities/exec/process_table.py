@@ -257,8 +257,15 @@ class Command:
     end_ticks: int | None = None  # when its main process was seen to end
 
 
+CONTAINMENT_ENV = "CODEDESK_EXEC_CONTAINMENT"
+"""`rlimit` makes the server use the fallback even where control groups are delegated (to
+measure it, or where a host's groups misbehave); anything else, or unset, uses them."""
+
+
 def _containment() -> Delegation:
     """The session's delegated control groups; a root server without a session makes its own."""
+    if os.environ.get(CONTAINMENT_ENV) == "rlimit":
+        return Delegation(why=f"{CONTAINMENT_ENV}=rlimit")
     try:
         raw = read_session().extra.get("containment")
     except SessionNotFound:
@@ -605,7 +612,8 @@ class ProcessTable:
         if command is not None:
             if command.ending is None:
                 command.ending = "cancelled"
-            await self._kill_tree(command, KILL_GRACE_SECONDS)
+            with anyio.CancelScope(shield=True):  # a cancelled call must not stop a kill halfway
+                await self._kill_tree(command, KILL_GRACE_SECONDS)
             await command.done.wait()
             return command.record
         record, final = await self.status(command_id)
