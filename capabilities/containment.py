@@ -259,6 +259,17 @@ def release(delegation: Delegation) -> None:
             remove_group(group)
 
 
+def remove_empty(delegation: Delegation) -> None:
+    """Remove the session's groups that hold nothing (a root exec server's own, at its stop)."""
+    for base in delegation.bases():
+        for group in sorted(_groups_under(base), key=lambda p: -len(p.parts)):
+            if not read_procs(group):
+                try:
+                    group.rmdir()
+                except OSError:
+                    pass  # still used: another server of the session, or a process leaving
+
+
 def _groups_under(base: Path) -> list[Path]:
     if not base.is_dir():
         return []

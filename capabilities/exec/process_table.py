@@ -54,7 +54,8 @@ import anyio
 import psutil
 from anyio.abc import TaskGroup
 
-from capabilities.containment import CommandGroupMaker, CommandGroups, Delegation, delegate, session_tag
+from capabilities.containment import (CommandGroupMaker, CommandGroups, Delegation, delegate, remove_empty,
+                                      session_tag)
 from capabilities.session import SessionNotFound, data_dir, read_session
 
 from .confinement import DEFAULT_PATH, Caps, Limits, default_cwd, desktop_identity, plan_launch, user_tasks
@@ -262,19 +263,20 @@ CONTAINMENT_ENV = "CODEDESK_EXEC_CONTAINMENT"
 measure it, or where a host's groups misbehave); anything else, or unset, uses them."""
 
 
-def _containment() -> Delegation:
-    """The session's delegated control groups; a root server without a session makes its own."""
+def _containment() -> tuple[Delegation, bool]:
+    """The session's delegated control groups (a root server without a session makes its own),
+    and whether this server made them."""
     if os.environ.get(CONTAINMENT_ENV) == "rlimit":
-        return Delegation(why=f"{CONTAINMENT_ENV}=rlimit")
+        return Delegation(why=f"{CONTAINMENT_ENV}=rlimit"), False
     try:
         raw = read_session().extra.get("containment")
     except SessionNotFound:
         raw = None
     if raw is not None:
-        return Delegation.from_json(raw)
+        return Delegation.from_json(raw), False
     if os.geteuid() == 0:
-        return delegate(session_tag(data_dir()), 0, 0)
-    return Delegation(why="no desktop session delegated control groups to this server")
+        return delegate(session_tag(data_dir()), 0, 0), True
+    return Delegation(why="no desktop session delegated control groups to this server"), False
 
 
 class ProcessTable:
@@ -293,7 +295,8 @@ class ProcessTable:
         self._me = os.getpid()
         self._me_started = _started(self._me) or time.time()
         self._boot = _boot_id()
-        self.groups = CommandGroupMaker(_containment())
+        delegation, self._made_groups = _containment()
+        self.groups = CommandGroupMaker(delegation)
         logger.info("exec containment: %s", self.groups.describe())
         # Orphans of our programs become our children, not init's: they stay findable.
         _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -349,6 +352,8 @@ class ProcessTable:
         for command in commands:
             self._finish(command, INTERRUPTED)
         await self._end_orphaned(ours=True)  # ended commands no longer in the table
+        if self._made_groups:
+            remove_empty(self.groups.delegation)
 
     async def _prune_periodically(self) -> None:
         while True:
