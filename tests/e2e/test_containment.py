@@ -64,12 +64,13 @@ def user_tasks(uid: int) -> int:
     return count
 
 
-def server_pid(name: str, data: Path) -> int | None:
-    """The capability server `name` serving the session at `data`, if one runs."""
+def server_pid(name: str, data: Path, mark: str | None = None) -> int | None:
+    """The capability server `name` serving the session at `data` (for the runtime started with
+    `CODEDESK_TEST_RUNTIME=<mark>`, which reaches its servers), if one runs."""
     for proc in psutil.process_iter(["cmdline"]):
         try:
-            if f"capabilities.{name}" in (proc.info["cmdline"] or ()) and \
-                    proc.environ().get("CODEDESK_DATA") == str(data):
+            environ = proc.environ() if f"capabilities.{name}" in (proc.info["cmdline"] or ()) else {}
+            if environ.get("CODEDESK_DATA") == str(data) and (mark is None or environ.get("CODEDESK_TEST_RUNTIME") == mark):
                 return proc.pid
         except psutil.Error:
             continue
@@ -251,18 +252,19 @@ def test_server_killed_during_a_call_answers_unavailable(session_runtime, deskto
 def test_a_server_killed_again_and_again_is_reported_crash_looping(desktop_session):
     """A server killed ten times in a row: the next call says it is crash-looping and shows its
     last stderr lines, instead of restarting it for ever."""
-    with start_runtime(dict(desktop_session.env)) as rt:
+    mark = "crash-loop"  # other runtimes of this module serve the same session
+    with start_runtime({**desktop_session.env, "CODEDESK_TEST_RUNTIME": mark}) as rt:
         assert rt.run_js(CALLS["exec"], timeout_seconds=60).text == ANSWERS["exec"]
-        pid = server_pid("exec", desktop_session.data_dir)
+        pid = server_pid("exec", desktop_session.data_dir, mark)
         kills = 0
         while pid is not None and kills < 10:
             os.kill(pid, signal.SIGKILL)
             kills += 1
-            wait_until(lambda: server_pid("exec", desktop_session.data_dir) not in (pid,), 5.0)
+            wait_until(lambda: server_pid("exec", desktop_session.data_dir, mark) not in (pid,), 5.0)
             # The successor, once it serves (none comes once the loop is seen).
-            wait_until(lambda: server_pid("exec", desktop_session.data_dir) is not None, 6.0)
+            wait_until(lambda: server_pid("exec", desktop_session.data_dir, mark) is not None, 10.0)
             time.sleep(0.5)
-            pid = server_pid("exec", desktop_session.data_dir)
+            pid = server_pid("exec", desktop_session.data_dir, mark)
         assert kills >= 5
         out = value(rt.run_js("""
             const r = await mcp.callTool("exec", "exec", {bin: "echo", args: ["x"], timeout: 5});

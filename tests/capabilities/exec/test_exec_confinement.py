@@ -313,16 +313,26 @@ def test_closed_stdin_ends_the_server_quietly_and_at_once(tmp_path):
     assert json.loads((data / "exec" / f"{command_id}.json").read_text())["status"] == "failed:interrupted"
 
 
-def test_memory_past_the_per_process_cap_is_refused(start_exec_server, tmp_path, launcher):
-    """A program asking for more memory than the per-process cap gets an allocation failure
-    (not the machine's memory), while one under the cap runs."""
+@pytest.mark.parametrize("containment", ["groups", "rlimit"])
+def test_memory_past_the_cap_ends_the_program(start_exec_server, tmp_path, launcher, containment):
+    """A program asking for more memory than its command's cap is stopped (not the machine's
+    memory): in control groups the kernel kills it and the status says failed:out_of_memory;
+    in the fallback (rlimits) its allocation fails. One under the cap runs."""
     python = shutil.which("python3", path="/usr/bin:/bin")
     if python is None:
         pytest.skip("needs the system python3 to allocate memory on request")
-    server = start_exec_server(tmp_path / "data", env={"CODEDESK_EXEC_MAX_MEMORY_BYTES": str(300 << 20)})
+    if containment == "groups" and not ROOT:
+        pytest.skip("a server without a session makes its own control groups only as root")
+    env = {"CODEDESK_EXEC_MAX_MEMORY_BYTES": str(300 << 20)}
+    if containment == "rlimit":
+        env["CODEDESK_EXEC_CONTAINMENT"] = "rlimit"
+    server = start_exec_server(tmp_path / "data", env=env)
     grab = "import sys; b = bytearray(int(sys.argv[1]) << 20); print('got', len(b) >> 20)"
     small = server.run(launcher("python3"), "-c", grab, "50")
     assert server.follow(small) == ("completed:0", "got 50\n")
     big = server.run(launcher("python3"), "-c", grab, "600")
     status, logs = server.follow(big)
-    assert status == "completed:1" and "MemoryError" in logs
+    if containment == "groups":
+        assert status == "failed:out_of_memory", (status, logs)
+    else:
+        assert status == "completed:1" and "MemoryError" in logs
