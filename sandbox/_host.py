@@ -32,6 +32,7 @@ from sandbox.result import (
     ListTools,
     OnConsole,
     RunError,
+    well_formed,
 )
 
 LEVELS = ("log", "info", "warn", "error", "debug")
@@ -71,6 +72,7 @@ class ConsoleCapture:
     def add(self, level: str, text: str) -> None:
         if level not in LEVELS:
             level = "log"
+        text = well_formed(text)  # streamed live from here: valid Unicode before it goes
         size = len(text.encode("utf-8", "replace")) + 1  # the newline between lines
         room = self._max - self._used
         if self._cut_bytes or size > room:
@@ -195,7 +197,9 @@ class ToolBridge:
 
     def _emit(self, event: dict) -> None:
         try:
-            text = json.dumps(event, ensure_ascii=False, allow_nan=False)
+            # into the guest as UTF-8: a lone surrogate in a result (a bridge error's text, a
+            # listing) would fail the crossing, so it becomes U+FFFD
+            text = well_formed(json.dumps(event, ensure_ascii=False, allow_nan=False))
         except (TypeError, ValueError) as exc:
             text = json.dumps({"id": event["id"], "name": "BridgeError",
                                "error": f"the result is not JSON-serialisable: {exc}"})
@@ -232,6 +236,8 @@ class ToolBridge:
             self._emit({"id": rid, "name": "TypeError",
                         "error": "mcp.callTool(server, tool, args): args must be an object"})
             return
+        # the guest's text goes on to a transport: valid Unicode from here
+        server, tool, args = well_formed(server), well_formed(tool), well_formed(args)
         if self.tool_calls >= self._max_calls:
             self.budget_hit = True
             self.refused_calls += 1

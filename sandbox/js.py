@@ -41,7 +41,7 @@ from sandbox import _jsmodule
 from sandbox._host import ArtifactBox, ConsoleCapture, RunLimitErrors, ToolBridge
 from sandbox._loops import RunThread, RunThreads
 from sandbox._wasmcall import FULFILLED, GUEST_FAILURES, REJECTED, GuestVm, JSError, Trap
-from sandbox.result import CallTool, JsLimits, ListTools, OnConsole, RunError, RunResult
+from sandbox.result import CallTool, JsLimits, ListTools, OnConsole, RunError, RunResult, well_formed
 
 GRACE_SECONDS = 0.5
 """How long past its deadline a run's answer may wait for a guest that does not stop."""
@@ -144,6 +144,8 @@ class JsEngine:
             raise TypeError(f"limits must be JsLimits, not {type(limits).__name__}")
         if self._closed:
             raise RuntimeError("the JS engine is closed")
+        # A lone surrogate cannot cross into the engine (its source is UTF-8); as U+FFFD it can.
+        code = well_formed(code)
         run = _JsRun(code, limits, on_console, ToolBridge(call_tool, list_tools, limits.max_tool_calls))
         thread = self._threads.acquire()
         vm = self._take(limits)
