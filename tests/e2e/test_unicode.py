@@ -83,8 +83,8 @@ def test_an_unsendable_result_fails_its_call_alone(rt: RuntimeClient) -> None:
 
 
 PAGE_SETUP = """
-const page = async (operations) => JSON.parse((await mcp.callTool("browser", "browser_execute",
-  {tab: "unicode", operations})).content[0].text);
+const page = async (operations) => (await mcp.callTool("browser", "browser_execute",
+  {tab: "unicode", operations})).structuredContent;
 await page([{type: "navigate", params: {url: %s}},
             {type: "evaluate", params: {script: "document.body.append(String.fromCharCode(0xDC01)); document.title = 'T' + String.fromCharCode(0xD800) + 'itle'"}}]);
 """
@@ -113,7 +113,7 @@ def test_a_window_title_and_the_clipboard_holding_a_lone_surrogate_reach_the_age
     back with U+FFFD, and the desktop server goes on serving."""
     setup = PAGE_SETUP % json.dumps(pages_server.url("index.html"))
     out = desktop_runtime.run_js(setup + """
-const desk = async (operations) => JSON.parse((await mcp.callTool("browser", "desktop_execute", {operations})).content[0].text);
+const desk = async (operations) => (await mcp.callTool("browser", "desktop_execute", {operations})).structuredContent;
 const windows = await desk([{type: "getWindows"}]);
 const clip = await desk([{type: "clipboard.setContent", params: {text: "c" + String.fromCharCode(0xDBFF)}},
                          {type: "clipboard.getContent"}]);
