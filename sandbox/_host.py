@@ -2,9 +2,10 @@
 
 - `ConsoleCapture`: console lines within max_output_bytes, the rest counted for a marker;
 - `ArtifactBox`: artifacts within their count and size limits;
-- `ToolBridge`: tool calls, listings and timers as asyncio tasks, the call budget enforced
-  here (a guest bypassing its API still meets it), completions answered as JSON events, in
-  batches: one guest wake-up per turn of the host's event loop, however many calls finished;
+- `ToolBridge`: tool calls and listings as asyncio tasks, timers as loop handles, the call
+  budget enforced here (a guest bypassing its API still meets it), completions answered as
+  JSON events, in batches: one guest wake-up per turn of the host's event loop, however many
+  calls finished;
 - `RunLimitErrors`: the error a run ends with at each limit, worded once, naming the limit,
   its value and its maximum from the ranges in `sandbox.result`.
 
@@ -179,9 +180,9 @@ def _artifact_block(item: Any) -> tuple[dict, int, str | None]:
 class ToolBridge:
     """The tool calls, tool listings and timers of one run.
 
-    Each request becomes a task; its completion becomes an event the guest collects with
-    `next_events()`. `close()` cancels whatever is still running and waits for it, so a run
-    that ends (or times out) leaves no call behind.
+    Each call or listing becomes a task, each timer a handle on the loop; a completion becomes
+    an event the guest collects with `next_events()`. `close()` cancels whatever is still
+    running and waits for it, so a run that ends (or times out) leaves no call behind.
     """
 
     def __init__(self, call_tool: CallTool, list_tools: ListTools, max_tool_calls: int) -> None:
@@ -192,6 +193,7 @@ class ToolBridge:
         self.refused_calls = 0  # calls refused because the budget was spent
         self.budget_hit = False
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._timers: dict[int, asyncio.TimerHandle] = {}
         self._events: list[str] = []  # each event already JSON, so one bad result fails alone
         self._ready = asyncio.Event()
 
@@ -265,14 +267,19 @@ class ToolBridge:
         self._start(rid, lambda: self._list_tools(server))
 
     def timer(self, rid: int, ms: Any) -> None:
+        # A handle on the loop, not a task: a script may arm tens of thousands, and each must
+        # cost little to arm, fire and cancel (a run's answer waits for the cancelling).
         delay = max(0.0, float(ms) / 1000.0) if isinstance(ms, (int, float)) else 0.0
+        self._timers[rid] = asyncio.get_running_loop().call_later(delay, self._fire, rid)
 
-        async def work() -> None:
-            await asyncio.sleep(delay)
-
-        self._start(rid, work)
+    def _fire(self, rid: int) -> None:
+        if self._timers.pop(rid, None) is not None:
+            self._emit({"id": rid, "ok": None})
 
     def clear(self, rid: int) -> None:
+        timer = self._timers.pop(rid, None)
+        if timer is not None:
+            timer.cancel()
         task = self._tasks.pop(rid, None)
         if task is not None:
             task.cancel()
@@ -290,7 +297,10 @@ class ToolBridge:
         return "[" + ",".join(events) + "]"
 
     async def close(self) -> None:
-        """Cancel every task still running and wait until each has stopped."""
+        """Cancel every timer and task still running and wait until each task has stopped."""
+        timers, self._timers = self._timers, {}
+        for timer in timers.values():
+            timer.cancel()
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
