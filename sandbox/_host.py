@@ -2,10 +2,10 @@
 
 - `ConsoleCapture`: console lines within max_output_bytes, the rest counted for a marker;
 - `ArtifactBox`: artifacts within their count and size limits;
-- `ToolBridge`: tool calls and listings as asyncio tasks, timers as loop handles, the call
-  budget enforced here (a guest bypassing its API still meets it), completions answered as
-  JSON events, in batches: one guest wake-up per turn of the host's event loop, however many
-  calls finished;
+- `ToolBridge`: tool calls and listings as asyncio tasks, timers as loop handles (one per due
+  millisecond), the call budget enforced here (a guest bypassing its API still meets it),
+  completions answered as JSON events, in batches: one guest wake-up per turn of the host's
+  event loop, however many calls finished;
 - `RunLimitErrors`: the error a run ends with at each limit, worded once, naming the limit,
   its value and its maximum from the ranges in `sandbox.result`.
 
@@ -19,6 +19,7 @@ import asyncio
 import base64
 import binascii
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -180,9 +181,10 @@ def _artifact_block(item: Any) -> tuple[dict, int, str | None]:
 class ToolBridge:
     """The tool calls, tool listings and timers of one run.
 
-    Each call or listing becomes a task, each timer a handle on the loop; a completion becomes
-    an event the guest collects with `next_events()`. `close()` cancels whatever is still
-    running and waits for it, so a run that ends (or times out) leaves no call behind.
+    Each call or listing becomes a task, timers a handle on the loop per due millisecond; a
+    completion becomes an event the guest collects with `next_events()`. `close()` cancels
+    whatever is still running and waits for it, so a run that ends (or times out) leaves no
+    call behind.
     """
 
     def __init__(self, call_tool: CallTool, list_tools: ListTools, max_tool_calls: int) -> None:
@@ -193,7 +195,9 @@ class ToolBridge:
         self.refused_calls = 0  # calls refused because the budget was spent
         self.budget_hit = False
         self._tasks: dict[int, asyncio.Task[None]] = {}
-        self._timers: dict[int, asyncio.TimerHandle] = {}
+        self._due: dict[int, dict[Any, None]] = {}  # due millisecond -> the timers due then
+        self._handles: dict[int, asyncio.TimerHandle] = {}  # due millisecond -> its handle
+        self._timer_due: dict[Any, int] = {}  # timer -> its due millisecond
         self._events: list[str] = []  # each event already JSON, so one bad result fails alone
         self._ready = asyncio.Event()
 
@@ -267,19 +271,40 @@ class ToolBridge:
         self._start(rid, lambda: self._list_tools(server))
 
     def timer(self, rid: int, ms: Any) -> None:
-        # A handle on the loop, not a task: a script may arm tens of thousands, and each must
-        # cost little to arm, fire and cancel (a run's answer waits for the cancelling).
+        # Timers due in the same millisecond share one handle on the loop, and fire together
+        # in the order they were armed: a script may arm tens of thousands, and each must cost
+        # little to arm, fire and cancel (other runs share the loop; a run's answer waits for
+        # the cancelling).
         delay = max(0.0, float(ms) / 1000.0) if isinstance(ms, (int, float)) else 0.0
-        self._timers[rid] = asyncio.get_running_loop().call_later(delay, self._fire, rid)
+        loop = asyncio.get_running_loop()
+        due = math.ceil((loop.time() + delay) * 1000)
+        bucket = self._due.get(due)
+        if bucket is None:
+            bucket = self._due[due] = {}
+            self._handles[due] = loop.call_at(due / 1000, self._fire, due)
+        bucket[rid] = None
+        self._timer_due[rid] = due
 
-    def _fire(self, rid: int) -> None:
-        if self._timers.pop(rid, None) is not None:
-            self._emit({"id": rid, "ok": None})
+    def _fire(self, due: int) -> None:
+        self._handles.pop(due, None)
+        for rid in self._due.pop(due, {}):
+            self._timer_due.pop(rid, None)
+            if type(rid) is int:
+                self._events.append(f'{{"id":{rid},"ok":null}}')
+            else:
+                self._emit({"id": rid, "ok": None})
+        self._ready.set()
 
     def clear(self, rid: int) -> None:
-        timer = self._timers.pop(rid, None)
-        if timer is not None:
-            timer.cancel()
+        due = self._timer_due.pop(rid, None)
+        if due is not None:
+            bucket = self._due.get(due, {})
+            bucket.pop(rid, None)
+            if not bucket:
+                self._due.pop(due, None)
+                handle = self._handles.pop(due, None)
+                if handle is not None:
+                    handle.cancel()
         task = self._tasks.pop(rid, None)
         if task is not None:
             task.cancel()
@@ -298,9 +323,11 @@ class ToolBridge:
 
     async def close(self) -> None:
         """Cancel every timer and task still running and wait until each task has stopped."""
-        timers, self._timers = self._timers, {}
-        for timer in timers.values():
-            timer.cancel()
+        handles, self._handles = self._handles, {}
+        for handle in handles.values():
+            handle.cancel()
+        self._due.clear()
+        self._timer_due.clear()
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
