@@ -83,6 +83,7 @@ def test_generated_hostile_scripts_answer_in_time_and_never_take_the_runtime_dow
     with capsys.disabled():
         print(f"\ngenerated scripts: {SCRIPTS}, seed {SEED} (replay: CODEDESK_FUZZ_SEED={SEED})", flush=True)
     outcomes: Counter[str] = Counter()
+    late: list[str] = []  # every late answer is reported at the end, with its script
     worst_overrun = -1e9
     started = time.monotonic()
     with ThreadPoolExecutor(BATCH) as pool:
@@ -91,8 +92,8 @@ def test_generated_hostile_scripts_answer_in_time_and_never_take_the_runtime_dow
             for item, took, is_error, text in pool.map(lambda s: _run(rt, s), batch):
                 overrun = took - item.timeout
                 worst_overrun = max(worst_overrun, overrun)
-                assert overrun <= ANSWER_GRACE_SECONDS, (
-                    f"answered after {took:.2f} s\n{item.describe(SEED)}\n--- answer:\n{text[:500]}")
+                if overrun > ANSWER_GRACE_SECONDS:
+                    late.append(f"answered after {took:.2f} s: {item.describe(SEED)}\n--- answer:\n{text[:300]}")
                 outcomes[f"{item.language} {_kind(is_error, text)}"] += 1
             canary = rt.run_js("1 + 1")
             assert (canary.is_error, canary.text) == (False, "2"), f"after batch at {first}: {canary.text[:300]}"
@@ -104,8 +105,10 @@ def test_generated_hostile_scripts_answer_in_time_and_never_take_the_runtime_dow
     with capsys.disabled():
         print(f"generated scripts: {SCRIPTS} answered in {time.monotonic() - started:.0f} s, worst answer "
               f"{worst_overrun:+.2f} s past its timeout; runtime RSS {start_rss >> 20} MB at start, "
-              f"{peak_rss >> 20} MB at most, {_rss(pid) >> 20} MB at the end; outcomes: "
+              f"{peak_rss >> 20} MB at most, {_rss(pid) >> 20} MB at the end; {len(late)} late; outcomes: "
               f"{dict(sorted(outcomes.items()))}", flush=True)
+    assert not late, f"{len(late)} of {SCRIPTS} runs answered later than their timeout + " \
+                     f"{ANSWER_GRACE_SECONDS} s:\n\n" + "\n\n".join(late[:10])
 
 
 def _kind(is_error: bool, text: str) -> str:
