@@ -414,7 +414,13 @@ class _JsRun:
                 guest.dispose(value)
         return self._read_step(json.loads(text))
 
-    def _read_step(self, out: dict) -> _Step:
+    def _read_step(self, out: Any) -> _Step:
+        if not isinstance(out, dict):
+            # JSON.stringify of the step's own object answered something else: the script gave
+            # every object a toJSON (Object.prototype.toJSON), which the prelude cannot refuse
+            return _Step(done=True, error=RunError(
+                kind="thrown", message="the run's outcome could not be read: the script changed "
+                "what JSON.stringify relies on (such as Object.prototype.toJSON); leave it as it is"))
         for level, text in out.get("console", ()):
             self.console.add(str(level), str(text))
         cut_bytes, cut_lines = out.get("cut", (0, 0))
@@ -476,6 +482,8 @@ class _JsRun:
                 out = json.loads(GuestVm.text(reply))
             finally:
                 GuestVm.dispose(reply)
+            if not isinstance(out, dict):
+                return  # the script broke JSON.stringify (see _read_step): nothing to take
             for level, text in out.get("console", ()):
                 self.console.add(str(level), str(text))
             self.console.add_cut(*(int(n) for n in out.get("cut", (0, 0))))

@@ -351,6 +351,8 @@ def script(seed: int, index: int, language: str) -> Script:
                 body = f"try {{\n{_indent(body)}\n}} catch (e) {{ console.log('caught', String(e).slice(0, 80)) }}"
             else:
                 body = f"try:\n{_indent(body)}\nexcept Exception as e:\n    print('caught', str(e)[:80])"
+        elif language == "js":
+            body = f"{{\n{_indent(body)}\n}}"  # its own block: two constructs may declare one name
         parts.append(body)
     if language == "js":
         parts.append(rng.choice(["", "globalThis.result", "typeof result === 'undefined' ? 1 : result"]))
