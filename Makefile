@@ -8,7 +8,7 @@ STAMP := $(VENV)/.codedesk-installed
 EXTRAS ?= [test]
 IMAGE ?= codedesk:latest
 
-.PHONY: install system venv test up down status bench clean image image-test
+.PHONY: install system venv test fuzz up down status bench clean image image-test
 
 install: system $(STAMP)
 
@@ -33,6 +33,13 @@ test: install
 	# What only the tests use (tsc, which type-checks scripts against the generated declarations).
 	CODEDESK_TEST_TOOLS=1 bash desktop-image/install-system.sh
 	$(PY) -m pytest
+
+# 10,000 generated hostile scripts (run_js and run_py) against the real runtime, with a random
+# seed it prints; CODEDESK_FUZZ_SEED=<seed> replays a failure, CODEDESK_FUZZ_SCRIPTS=N runs N.
+FUZZ_SCRIPTS ?= 10000
+fuzz: install
+	CODEDESK_FUZZ_SCRIPTS=$${CODEDESK_FUZZ_SCRIPTS:-$(FUZZ_SCRIPTS)} CODEDESK_FUZZ_SEED=$${CODEDESK_FUZZ_SEED:-} \
+		$(PY) -m pytest tests/e2e/test_generated_scripts.py -q
 
 up: install
 	$(VENV)/bin/codedesk desktop up

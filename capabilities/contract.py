@@ -38,8 +38,10 @@ from __future__ import annotations
 import base64
 import contextvars
 import copy
+import json
 import logging
 import os
+import re
 import select
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
@@ -223,8 +225,46 @@ class Image:
         return types.ImageContent(data=base64.b64encode(self.data).decode("ascii"), mime_type=self.mime_type)
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def well_formed(value: Any) -> Any:
+    """`value` as UTF-8 can carry it: every lone surrogate in a string, or in the strings (keys
+    included) of a JSON-like value, becomes U+FFFD; a pair split across two code points is
+    joined. The value itself comes back when nothing needed replacing.
+
+    Text read from a page, the desktop (window titles, accessibility names, the clipboard) or a
+    document may hold lone surrogates (JavaScript strings are UTF-16); no transport can send
+    them. Every result passes here, in `success` and `failure`.
+    """
+    if isinstance(value, str):
+        if _LONE_SURROGATE.search(value) is None:
+            return value
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if not isinstance(value, (dict, list, tuple)):
+        return value
+    try:  # JSON text, written in C, is the quick look; the walk only when it finds one
+        if _LONE_SURROGATE.search(json.dumps(value, ensure_ascii=False)) is None:
+            return value
+    except (TypeError, ValueError, RecursionError):
+        pass
+    return _rebuilt(value)
+
+
+def _rebuilt(value: Any) -> Any:
+    if isinstance(value, str):
+        return well_formed(value)
+    if isinstance(value, dict):
+        return {_rebuilt(key): _rebuilt(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_rebuilt(item) for item in value]
+    return value
+
+
 def success(structured: dict[str, Any], text: str, images: Sequence[Image] = ()) -> types.CallToolResult:
-    """A successful result: the structured content, the readable text, then the images."""
+    """A successful result: the structured content, the readable text, then the images. Text
+    that is not valid Unicode is made so (`well_formed`)."""
+    structured, text = well_formed(structured), well_formed(text)
     content: list[types.ContentBlock] = [types.TextContent(text=text)]
     content.extend(image.block() for image in images)
     return types.CallToolResult(content=content, structured_content=structured)
@@ -233,13 +273,14 @@ def success(structured: dict[str, Any], text: str, images: Sequence[Image] = ())
 def failure(error: ToolError, *, text: str | None = None, extra: dict[str, Any] | None = None,
             images: Sequence[Image] = ()) -> types.CallToolResult:
     """A failed result: `{"error": {...}}` (plus `extra`, e.g. a batch's finished steps), the
-    text (default `Error: <message>`, with the hint), then the images (a screenshot of the moment)."""
+    text (default `Error: <message>`, with the hint), then the images (a screenshot of the moment).
+    Text that is not valid Unicode is made so (`well_formed`)."""
     if text is None:
         text = f"Error: {error.message}" + (f" ({error.hint})" if error.hint else "")
-    content: list[types.ContentBlock] = [types.TextContent(text=text)]
+    content: list[types.ContentBlock] = [types.TextContent(text=well_formed(text))]
     content.extend(image.block() for image in images)
-    return types.CallToolResult(content=content, structured_content={**(extra or {}), "error": error.to_json()},
-                                is_error=True)
+    structured = well_formed({**(extra or {}), "error": error.to_json()})
+    return types.CallToolResult(content=content, structured_content=structured, is_error=True)
 
 
 def validation_error(tool: str, model: type[BaseModel], exc: ValidationError, *, step: int | None = None,

@@ -6,6 +6,9 @@ crash: the write that finds the pipe closed must not print a traceback into the 
 and the process must exit at once with status 0. Once the server's lifespan has cleaned up,
 tearing down the interpreter (the SDK's model graph, pymupdf, Playwright) only costs time the
 client spends waiting for the exit, so it is skipped.
+
+A result that cannot be sent fails its call alone, as an `internal` error (`capabilities.wire`):
+no single result ends a server.
 """
 
 from __future__ import annotations
@@ -19,17 +22,28 @@ from typing import Any, NoReturn
 import anyio
 from mcp.server.stdio import stdio_server
 
+from capabilities import wire
+from capabilities.contract import ToolError, failure
+
 
 def run_server(server: Any) -> NoReturn:
     """Serve the low-level MCP `server` on stdin/stdout until the client leaves, then exit 0."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    guard(server)
 
     async def serve_stdio() -> None:
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            await server.run(read_stream, wire.SendableStream(write_stream), server.create_initialization_options())
 
     serve(lambda: anyio.run(serve_stdio))
     exit_now()
+
+
+def guard(server: Any) -> Any:
+    """`server` with the last line of defence of its transport: a result that cannot be sent
+    becomes the contract's `internal` failure for that call alone (`capabilities.wire`)."""
+    return wire.install(server, lambda message: failure(ToolError(
+        "internal", message, hint="report this error; other calls are not affected")))
 
 
 def serve(main: Callable[[], None]) -> None:

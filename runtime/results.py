@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import mcp_types as types
+from sandbox.result import well_formed
 
 CONSOLE_PREFIX = {"log": "", "info": "", "debug": "[debug] ", "warn": "[warn] ", "error": "[error] "}
 
@@ -61,7 +62,7 @@ def to_call_tool_result(result: Any) -> types.CallToolResult:
 
 def error_result(message: str) -> types.CallToolResult:
     """An error result that never reached the sandbox (bad arguments, an internal failure)."""
-    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=well_formed(message))], is_error=True)
 
 
 def describe_block(block: types.ContentBlock) -> str:

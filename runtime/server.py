@@ -3,7 +3,9 @@
 `Runtime` is the process-wide state: the sandbox engines (created once), the bridge to the
 capability servers, the generated tool descriptions and the connected clients (to tell them
 when the descriptions change). `build_server(runtime)` wires it into the SDK's low-level
-`Server`; `serve_stdio` and `serve_http` run it on a transport.
+`Server`; `serve_stdio` and `serve_http` run it on a transport. On either, a result that cannot
+be sent fails its call alone as an internal error (`capabilities.wire`): no single result ends a
+session.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import anyio.abc
 import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.exceptions import MCPDeprecationWarning
+from capabilities import wire
 from sandbox.result import TIMEOUT_SECONDS_RANGE
 
 from . import declarations, descriptions, engines
@@ -334,7 +337,7 @@ def build_server(runtime: Runtime) -> Server[Any]:
         assert result is not None
         return result
 
-    return Server(
+    server = Server(
         "codedesk",
         version=_version(),
         instructions=(
@@ -344,6 +347,7 @@ def build_server(runtime: Runtime) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    return wire.install(server, lambda message: error_result(f"Error: {message}"))
 
 
 def _progress_token(params: Mapping[str, Any] | None) -> Any:
@@ -377,7 +381,7 @@ async def serve_stdio(servers: Mapping[str, ServerConfig], start_servers: bool =
     async with Runtime(servers, start_servers=start_servers) as runtime:
         server = build_server(runtime)
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, initialization_options(server))
+            await server.run(read_stream, wire.SendableStream(write_stream), initialization_options(server))
 
 
 HEALTH_PATH = "/healthz"

@@ -2,9 +2,10 @@
 
 - `ConsoleCapture`: console lines within max_output_bytes, the rest counted for a marker;
 - `ArtifactBox`: artifacts within their count and size limits;
-- `ToolBridge`: tool calls, listings and timers as asyncio tasks, the call budget enforced
-  here (a guest bypassing its API still meets it), completions answered as JSON events, in
-  batches: one guest wake-up per turn of the host's event loop, however many calls finished;
+- `ToolBridge`: tool calls and listings as asyncio tasks, timers as loop handles (one per due
+  millisecond), the call budget enforced here (a guest bypassing its API still meets it),
+  completions answered as JSON events, in batches: one guest wake-up per turn of the host's
+  event loop, however many calls finished;
 - `RunLimitErrors`: the error a run ends with at each limit, worded once, naming the limit,
   its value and its maximum from the ranges in `sandbox.result`.
 
@@ -18,6 +19,7 @@ import asyncio
 import base64
 import binascii
 import json
+import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -33,6 +35,7 @@ from sandbox.result import (
     ListTools,
     OnConsole,
     RunError,
+    well_formed,
 )
 
 LEVELS = ("log", "info", "warn", "error", "debug")
@@ -72,6 +75,7 @@ class ConsoleCapture:
     def add(self, level: str, text: str) -> None:
         if level not in LEVELS:
             level = "log"
+        text = well_formed(text)  # streamed live from here: valid Unicode before it goes
         size = len(text.encode("utf-8", "replace")) + 1  # the newline between lines
         room = self._max - self._used
         if self._cut_bytes or size > room:
@@ -178,9 +182,10 @@ def _artifact_block(item: Any) -> tuple[dict, int, str | None]:
 class ToolBridge:
     """The tool calls, tool listings and timers of one run.
 
-    Each request becomes a task; its completion becomes an event the guest collects with
-    `next_events()`. `close()` cancels whatever is still running and waits for it, so a run
-    that ends (or times out) leaves no call behind.
+    Each call or listing becomes a task, timers a handle on the loop per due millisecond; a
+    completion becomes an event the guest collects with `next_events()`. `close()` cancels
+    whatever is still running and waits for it, so a run that ends (or times out) leaves no
+    call behind.
     """
 
     def __init__(self, call_tool: CallTool, list_tools: ListTools, max_tool_calls: int) -> None:
@@ -192,12 +197,17 @@ class ToolBridge:
         self.budget_hit = False
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._calls: dict[int, str] = {}  # the tool calls among the tasks: "server.tool"
+        self._due: dict[int, dict[Any, None]] = {}  # due millisecond -> the timers due then
+        self._handles: dict[int, asyncio.TimerHandle] = {}  # due millisecond -> its handle
+        self._timer_due: dict[Any, int] = {}  # timer -> its due millisecond
         self._events: list[str] = []  # each event already JSON, so one bad result fails alone
         self._ready = asyncio.Event()
 
     def _emit(self, event: dict) -> None:
         try:
-            text = json.dumps(event, ensure_ascii=False, allow_nan=False)
+            # into the guest as UTF-8: a lone surrogate in a result (a bridge error's text, a
+            # listing) would fail the crossing, so it becomes U+FFFD
+            text = well_formed(json.dumps(event, ensure_ascii=False, allow_nan=False))
         except (TypeError, ValueError) as exc:
             text = json.dumps({"id": event["id"], "name": "BridgeError",
                                "error": f"the result is not JSON-serialisable: {exc}"})
@@ -235,6 +245,8 @@ class ToolBridge:
             self._emit({"id": rid, "name": "TypeError",
                         "error": "mcp.callTool(server, tool, args): args must be an object"})
             return
+        # the guest's text goes on to a transport: valid Unicode from here
+        server, tool, args = well_formed(server), well_formed(tool), well_formed(args)
         if self.tool_calls >= self._max_calls:
             self.budget_hit = True
             self.refused_calls += 1
@@ -267,14 +279,40 @@ class ToolBridge:
         self._start(rid, lambda: self._list_tools(server))
 
     def timer(self, rid: int, ms: Any) -> None:
+        # Timers due in the same millisecond share one handle on the loop, and fire together
+        # in the order they were armed: a script may arm tens of thousands, and each must cost
+        # little to arm, fire and cancel (other runs share the loop; a run's answer waits for
+        # the cancelling).
         delay = max(0.0, float(ms) / 1000.0) if isinstance(ms, (int, float)) else 0.0
+        loop = asyncio.get_running_loop()
+        due = math.ceil((loop.time() + delay) * 1000)
+        bucket = self._due.get(due)
+        if bucket is None:
+            bucket = self._due[due] = {}
+            self._handles[due] = loop.call_at(due / 1000, self._fire, due)
+        bucket[rid] = None
+        self._timer_due[rid] = due
 
-        async def work() -> None:
-            await asyncio.sleep(delay)
-
-        self._start(rid, work)
+    def _fire(self, due: int) -> None:
+        self._handles.pop(due, None)
+        for rid in self._due.pop(due, {}):
+            self._timer_due.pop(rid, None)
+            if type(rid) is int:
+                self._events.append(f'{{"id":{rid},"ok":null}}')
+            else:
+                self._emit({"id": rid, "ok": None})
+        self._ready.set()
 
     def clear(self, rid: int) -> None:
+        due = self._timer_due.pop(rid, None)
+        if due is not None:
+            bucket = self._due.get(due, {})
+            bucket.pop(rid, None)
+            if not bucket:
+                self._due.pop(due, None)
+                handle = self._handles.pop(due, None)
+                if handle is not None:
+                    handle.cancel()
         task = self._tasks.pop(rid, None)
         if task is not None:
             task.cancel()
@@ -292,13 +330,18 @@ class ToolBridge:
         return "[" + ",".join(events) + "]"
 
     async def close(self) -> None:
-        """Cancel every task still running and wait until each has stopped.
+        """Cancel every timer and task still running and wait until each task has stopped.
 
-        Each is cancelled once. A tool call being cancelled tells its server to stop it (the MCP
-        client sends notifications/cancelled); a second cancel would cut that message short and
-        leave the work running in the server. So when the run itself is cancelled meanwhile (its
-        own client gave up on it), the tasks finish their cancelling unwaited-for, never
+        Each task is cancelled once. A tool call being cancelled tells its server to stop it (the
+        MCP client sends notifications/cancelled); a second cancel would cut that message short
+        and leave the work running in the server. So when the run itself is cancelled meanwhile
+        (its own client gave up on it), the tasks finish their cancelling unwaited-for, never
         cancelled again."""
+        handles, self._handles = self._handles, {}
+        for handle in handles.values():
+            handle.cancel()
+        self._due.clear()
+        self._timer_due.clear()
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()

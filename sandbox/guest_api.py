@@ -86,18 +86,19 @@ _ERRORS = {"BridgeError": BridgeError, "CallBudgetError": CallBudgetError,
 
 
 def _utf8(text):
-    """`text` as UTF-8 bytes; a lone surrogate (which UTF-8 cannot carry) becomes '?'."""
+    """`text` as UTF-8 bytes; a lone surrogate (which UTF-8 cannot carry) becomes U+FFFD."""
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
-        return text.encode("utf-8", "replace")
+        return _clean(text).encode("utf-8")
 
 
 def _clean(text):
-    """`text` without lone surrogates, so it can cross to the host as UTF-8."""
+    """`text` without lone surrogates (each becomes U+FFFD, as on the host), so it can cross
+    to the host as UTF-8."""
     if _surrogates.search(text) is None:
         return text
-    return _surrogates.sub("?", text)
+    return _surrogates.sub("\ufffd", text)
 
 
 def _cut(text, limit=_TEXT_CHARS):

@@ -41,7 +41,7 @@ from sandbox import _jsmodule
 from sandbox._host import ArtifactBox, ConsoleCapture, RunLimitErrors, ToolBridge
 from sandbox._loops import RunThread, RunThreads
 from sandbox._wasmcall import FULFILLED, GUEST_FAILURES, REJECTED, GuestVm, JSError, Trap
-from sandbox.result import CallTool, JsLimits, ListTools, OnConsole, RunError, RunResult
+from sandbox.result import CallTool, JsLimits, ListTools, OnConsole, RunError, RunResult, well_formed
 
 GRACE_SECONDS = 0.5
 """How long past its deadline a run's answer may wait for a guest that does not stop."""
@@ -144,6 +144,8 @@ class JsEngine:
             raise TypeError(f"limits must be JsLimits, not {type(limits).__name__}")
         if self._closed:
             raise RuntimeError("the JS engine is closed")
+        # A lone surrogate cannot cross into the engine (its source is UTF-8); as U+FFFD it can.
+        code = well_formed(code)
         run = _JsRun(code, limits, on_console, ToolBridge(call_tool, list_tools, limits.max_tool_calls))
         thread = self._threads.acquire()
         vm = self._take(limits)
@@ -412,7 +414,13 @@ class _JsRun:
                 guest.dispose(value)
         return self._read_step(json.loads(text))
 
-    def _read_step(self, out: dict) -> _Step:
+    def _read_step(self, out: Any) -> _Step:
+        if not isinstance(out, dict):
+            # JSON.stringify of the step's own object answered something else: the script gave
+            # every object a toJSON (Object.prototype.toJSON), which the prelude cannot refuse
+            return _Step(done=True, error=RunError(
+                kind="thrown", message="the run's outcome could not be read: the script changed "
+                "what JSON.stringify relies on (such as Object.prototype.toJSON); leave it as it is"))
         for level, text in out.get("console", ()):
             self.console.add(str(level), str(text))
         cut_bytes, cut_lines = out.get("cut", (0, 0))
@@ -474,6 +482,8 @@ class _JsRun:
                 out = json.loads(GuestVm.text(reply))
             finally:
                 GuestVm.dispose(reply)
+            if not isinstance(out, dict):
+                return  # the script broke JSON.stringify (see _read_step): nothing to take
             for level, text in out.get("console", ()):
                 self.console.add(str(level), str(text))
             self.console.add_cut(*(int(n) for n in out.get("cut", (0, 0))))

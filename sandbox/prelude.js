@@ -32,6 +32,8 @@ const SetCtor = Set;
 const ErrorCtor = Error;
 const fromEntries = Object.fromEntries;
 const arrayFrom = Array.from;
+const apply = Reflect.apply;
+const toWellFormed = String.prototype.toWellFormed;
 
 // ---- errors the host names, so an uncaught one is classified by its kind ----
 class BridgeError extends Error {}
@@ -343,7 +345,8 @@ let outputCap = 0; // max_output_bytes, asked of the host at the first line
 // UTF-8 length: counted here for a short line, by the host for a long one (a loop over
 // megabytes in JavaScript, or a regular expression, would take seconds).
 function utf8Length(s) {
-  if (s.length > 1024) return Number(host("count", s));
+  // (a lone surrogate cannot cross to the host; as U+FFFD it counts the same 3 bytes)
+  if (s.length > 1024) return Number(host("count", apply(toWellFormed, s, [])));
   let n = s.length;
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);

@@ -43,6 +43,7 @@ from sandbox.result import (
     PyLimits,
     RunError,
     RunResult,
+    well_formed,
 )
 
 logger = logging.getLogger(__name__)
@@ -522,7 +523,7 @@ class _PyRun:
         finally:
             self._tasks.discard(task)
         try:
-            return json.dumps({"ok": value}, ensure_ascii=False, allow_nan=False)
+            return well_formed(json.dumps({"ok": value}, ensure_ascii=False, allow_nan=False))
         except (TypeError, ValueError, RecursionError) as exc:
             return json.dumps({"error": f"the result is not JSON-serialisable: {exc}",
                                "name": "BridgeError"})

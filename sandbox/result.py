@@ -7,6 +7,8 @@ A run never raises for anything the script does: every outcome is a `RunResult`,
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
@@ -34,6 +36,48 @@ MAX_OUTPUT_BYTES_RANGE = (1, 1 << 20, 64 << 20)
 MAX_ARTIFACTS_RANGE = (0, 20, 1000)
 MAX_ARTIFACT_BYTES_RANGE = (0, 20 << 20, 512 << 20)
 MAX_TOOL_CALLS_RANGE = (0, 1000, 100_000)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def well_formed(value: Any) -> Any:
+    """`value` as UTF-8 can carry it: every lone surrogate in a string, or in the strings (keys
+    included) of a JSON-like value, becomes U+FFFD; a pair split across two code points is
+    joined. The value itself comes back when nothing needed replacing.
+
+    JavaScript strings are UTF-16 and may hold lone surrogates (any web page can hand one over),
+    and so may Python's; no transport can send them. Every text leaving a sandbox passes here.
+    """
+    if isinstance(value, str):
+        if _LONE_SURROGATE.search(value) is None:
+            return value
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if not isinstance(value, (dict, list, tuple)) or not _holds_surrogates(value):
+        return value
+    return _rebuilt(value)
+
+
+def _holds_surrogates(value: Any) -> bool:
+    # JSON text, written in C, is the quick look; the walk in Python only when it finds one.
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return True
+    return _LONE_SURROGATE.search(text) is not None
+
+
+def _rebuilt(value: Any) -> Any:
+    if isinstance(value, str):
+        return well_formed(value)
+    if isinstance(value, dict):
+        return {_rebuilt(key): _rebuilt(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_rebuilt(item) for item in value]
+    if isinstance(value, tuple):
+        items = [_rebuilt(item) for item in value]
+        return value._make(items) if hasattr(value, "_make") else tuple(items)
+    return value
 
 
 class LimitsError(ValueError):
@@ -105,6 +149,10 @@ class RunError:
     column: int | None = None
     traceback: str | None = None
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "message", well_formed(self.message))
+        object.__setattr__(self, "traceback", well_formed(self.traceback))
+
     def describe(self) -> str:
         """One line for people and models: the kind, the place, the message."""
         where = f" at line {self.line}" if self.line is not None else ""
@@ -116,7 +164,8 @@ class RunError:
 @dataclass(frozen=True, kw_only=True)
 class RunResult:
     """The outcome of one run. `value` is the JSON-serialisable value of the last expression
-    (a description string when it cannot be serialised); `artifacts` are MCP content blocks."""
+    (a description string when it cannot be serialised); `artifacts` are MCP content blocks.
+    Every text in it is valid Unicode (`well_formed`)."""
 
     status: Literal["ok", "error"]
     console: list[ConsoleLine] = field(default_factory=list)
@@ -124,6 +173,12 @@ class RunResult:
     artifacts: list[dict] = field(default_factory=list)
     error: RunError | None = None
     tool_calls: int = 0
+
+    def __post_init__(self) -> None:
+        # The one place every run's text leaves the sandbox: it leaves as valid Unicode.
+        object.__setattr__(self, "value", well_formed(self.value))
+        object.__setattr__(self, "console", well_formed(self.console))
+        object.__setattr__(self, "artifacts", well_formed(self.artifacts))
 
     @property
     def ok(self) -> bool:

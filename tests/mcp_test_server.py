@@ -9,6 +9,11 @@ Tools:
 - `error({message})` returns an `isError` result carrying the message.
 - `crash({})` exits the process at once, without answering.
 - `pid({})` returns this process's pid (to tell a restarted server from the old one).
+- `unsendable({})` returns a result no transport can serialize (a lone surrogate in its text,
+  built past the contract's `well_formed`), to test the transports' last line of defence.
+
+It serves through the capability servers' own stdio entry (`capabilities.stdio.run_server`), so
+that entry's guards are what the tests meet.
 
 Run: `python tests/mcp_test_server.py` (or `python -m tests.mcp_test_server`).
 """
@@ -19,13 +24,14 @@ import base64
 import json
 import os
 import struct
+import sys
 import zlib
+from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.server.lowlevel import NotificationOptions, Server
-from mcp.server.stdio import stdio_server
+from mcp.server.lowlevel import Server
 
 
 def _png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
@@ -71,6 +77,7 @@ TOOLS = [
     ),
     types.Tool(name="crash", description="Exit at once.", input_schema={"type": "object"}),
     types.Tool(name="pid", description="This process id.", input_schema={"type": "object"}),
+    types.Tool(name="unsendable", description="A result that cannot be serialized.", input_schema={"type": "object"}),
 ]
 
 
@@ -109,16 +116,15 @@ def build_server() -> Server[Any]:
                 os._exit(3)
             case "pid":
                 return types.CallToolResult(content=[text(str(os.getpid()))])
+            case "unsendable":
+                return types.CallToolResult(content=[text("a lone surrogate: \ud800")])
         return types.CallToolResult(content=[text(f"unknown tool {params.name!r}")], is_error=True)
 
     return Server("codedesk-test", version="1", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-async def main() -> None:
-    server = build_server()
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options(NotificationOptions()))
-
-
 if __name__ == "__main__":
-    anyio.run(main)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: find capabilities
+    from capabilities.stdio import run_server
+
+    run_server(build_server())

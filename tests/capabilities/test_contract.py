@@ -136,3 +136,19 @@ def test_a_tools_own_hooks_word_its_refusals_and_failures():
     assert refused.content[0].text == "custom: invalid_arguments"
     raised = anyio.run(registry.call, {"calls": 0}, "add", {"at": {"x": -1, "y": 0}})
     assert raised.content[0].text == "custom: refused" and raised.is_error
+
+
+def test_text_that_is_not_valid_unicode_leaves_every_result_as_a_replacement_character():
+    """A lone surrogate read from a page or the desktop becomes U+FFFD in the text and the
+    structured content of a success and a failure, so the result can be sent."""
+    ok = success({"text": "a\ud800", "items": [{"k\udc00": "\udbff"}], "n": 1}, "t\ud800")
+    assert ok.structured_content == {"text": "a\ufffd", "items": [{"k\ufffd": "\ufffd"}], "n": 1}
+    assert ok.content[0].text == "t\ufffd"
+    failed = failure(ToolError("failed", "m\udfff", hint="h\ud800"), extra={"done": ["\ud83d"]})
+    assert failed.structured_content == {"done": ["\ufffd"], "error": {"kind": "failed", "message": "m\ufffd",
+                                                                       "hint": "h\ufffd"}}
+    assert failed.content[0].text == "Error: m\ufffd (h\ufffd)"
+    for result in (ok, failed):
+        result.model_dump_json(by_alias=True, exclude_none=True)  # what a transport does
+    clean = {"text": "\U0001F600 fine"}
+    assert success(clean, "fine").structured_content is clean  # nothing to replace: nothing copied
