@@ -5,6 +5,13 @@ two-core machine, most of a cold start. `load()` hands quickjs-rs the module fro
 file (wasmtime's serialized native code, loaded in milliseconds), compiling and writing it
 first when there is none. `python -m sandbox.warm` calls it at install time.
 
+The engine is made here, before quickjs-rs makes its own, with wasmtime's epoch interruption:
+the guest's compiled code checks a counter that a ticker thread advances every `EPOCH_TICK`
+seconds, and traps once its store's deadline is passed (`sandbox._wasmcall` sets it past the
+run's deadline). QuickJS's own interrupt stops JavaScript sooner and cleanly; the epoch is the
+backstop for a long loop inside one C builtin, which never polls that interrupt: without it such
+a VM could only be abandoned, spinning on and holding its memory until the builtin returned.
+
 A `.cwasm` is native code that wasmtime runs as it finds it, so a file is used only as this
 module writes it: in a directory of this user's at 0700, a file of this user's at 0600 with one
 link. Anything else is left alone and the module is compiled in memory, as without a cache.
@@ -20,10 +27,11 @@ import os
 import stat
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import wasmtime
-from quickjs_rs import _engine
+from quickjs_rs import _engine, _transform
 from quickjs_rs import _wasmtime as shared
 
 logger = logging.getLogger(__name__)
@@ -33,6 +41,57 @@ CACHE_ENV = "CODEDESK_WASM_CACHE"
 
 _KEY = "quickjs"  # quickjs-rs's own key for its guest in its process-wide artifact table
 _lock = threading.Lock()
+EPOCH_TICK = 0.01
+"""Seconds between two ticks of the engine's epoch (the backstop's resolution)."""
+EPOCHS = True
+"""Whether this process's engine has epoch interruption (False if quickjs-rs made it first)."""
+
+
+def _engine_with_epochs() -> wasmtime.Engine:
+    """The process-wide engine quickjs-rs uses, made with epoch interruption, and its ticker."""
+    global EPOCHS
+    if shared._SHARED_ENGINE is None:
+        with shared._SHARED_ENGINE_LOCK:
+            if shared._SHARED_ENGINE is None:
+                config = wasmtime.Config()
+                config.epoch_interruption = True
+                shared._SHARED_ENGINE = wasmtime.Engine(config)
+                for module in (_engine, _transform):  # every maker of stores on this engine
+                    module.wasmtime = _StoresWithDeadline()
+                threading.Thread(target=_tick, args=(shared._SHARED_ENGINE,), name="wasm-epoch",
+                                 daemon=True).start()
+                return shared._SHARED_ENGINE
+    EPOCHS = False
+    logger.warning("quickjs-rs made its wasm engine first: no epoch backstop for JS runs")
+    return shared.shared_wasmtime_engine()
+
+
+def _tick(engine: wasmtime.Engine) -> None:
+    while True:
+        time.sleep(EPOCH_TICK)
+        engine.increment_epoch()
+
+
+FAR_EPOCH = 1 << 62
+"""A store's epoch deadline until a run sets one: never."""
+
+
+class _EpochStore(wasmtime.Store):
+    """A store that may run code at once: a new store's epoch deadline is 0, which traps at the
+    first check, and quickjs-rs runs the guest's start-up code right after making the store."""
+
+    def __init__(self, engine: wasmtime.Engine | None = None, data: object = None) -> None:
+        super().__init__(engine, data)
+        self.set_epoch_deadline(FAR_EPOCH)
+
+
+class _StoresWithDeadline:
+    """The `wasmtime` module as quickjs-rs's engine layer sees it: its stores are `_EpochStore`s."""
+
+    Store = _EpochStore
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(wasmtime, name)
 
 
 def cache_dir() -> Path:
@@ -48,7 +107,7 @@ def load() -> str:
     with _lock:
         if _KEY in shared._SHARED_ARTIFACTS:
             return "ready"
-        engine = shared.shared_wasmtime_engine()
+        engine = _engine_with_epochs()
         wasm = _engine._read_guest_wasm()
         digest = hashlib.sha256(wasm).digest()
         path = _cache_file(digest)
@@ -75,7 +134,8 @@ def _cache_file(digest: bytes) -> Path | None:
     except OSError as exc:
         logger.warning("not using the wasm cache %s: %s", folder, exc)
         return None
-    return folder / f"quickjs-{digest.hex()[:32]}-wasmtime{_wasmtime_version()}.cwasm"
+    epochs = "-epochs" if EPOCHS else ""  # compiled with the checks, or without: not interchangeable
+    return folder / f"quickjs-{digest.hex()[:32]}-wasmtime{_wasmtime_version()}{epochs}.cwasm"
 
 
 def _deserialize(engine: wasmtime.Engine, path: Path) -> wasmtime.Module | None:

@@ -9,7 +9,8 @@ job queue) and owns what the public layer decided:
 
 - the interrupt: QuickJS polls `_interrupt` while it runs; it answers "stop" once the VM's
   `deadline` has passed, in every call into the guest (evaluation, jobs, calls, marshalling),
-  and `abort()` makes it answer "stop" at once, from any thread;
+  and `abort()` makes it answer "stop" at once, from any thread; past the deadline and a grace,
+  the store's epoch deadline traps the guest wherever it is (`sandbox._jsmodule`);
 - the memory: QuickJS's own limit does not count strings or typed arrays, so the wasm
   store's linear memory is capped as well (`memory.grow` fails past it);
 - the threads: a VM is used by one thread at a time, handed over through locks or futures,
@@ -30,6 +31,8 @@ from typing import Any
 import wasmtime
 from quickjs_rs import _engine
 
+from sandbox._jsmodule import EPOCH_TICK, FAR_EPOCH
+
 _FOR_VERSION = "0.2.6"
 
 JSError = _engine.JSError  # args: (name, message, stack)
@@ -44,6 +47,8 @@ PENDING, FULFILLED, REJECTED = 0, 1, 2
 _JOBS_PER_CALL = 100_000  # the guest's execute_pending_jobs stops after this many
 
 _STACK_BYTES = 1 << 20  # QuickJS's own stack check (quickjs-rs's default)
+EPOCH_GRACE_SECONDS = 1.0
+"""How long past its deadline a guest that does not poll its interrupt runs before it traps."""
 _MIN_MEMORY = 16 << 20  # linear memory the engine needs beyond the JS heap
 
 
@@ -69,7 +74,7 @@ class GuestVm:
 
     def __init__(self, heap_bytes: int, host: Callable[..., Any]) -> None:
         _check_version()
-        self.deadline = math.inf
+        self._deadline = math.inf
         self.memory_cap = memory_cap(heap_bytes)
         self.closed = False
         self._rt = _engine.QjsRuntime(memory_limit=heap_bytes, stack_limit=_STACK_BYTES)
@@ -86,12 +91,30 @@ class GuestVm:
             self.close()
             raise
 
+    @property
+    def deadline(self) -> float:
+        """When the guest must stop (time.monotonic()): its interrupt answers "stop" from then
+        on, and `EPOCH_GRACE_SECONDS` later its compiled code traps wherever it is (a long loop
+        inside a builtin, which never polls the interrupt). Set it only from the thread that
+        runs the VM, between calls into it."""
+        return self._deadline
+
+    @deadline.setter
+    def deadline(self, when: float) -> None:
+        self._deadline = when
+        if math.isinf(when) or self.closed:
+            ticks = FAR_EPOCH
+        else:
+            ticks = max(1, math.ceil((when + EPOCH_GRACE_SECONDS - time.monotonic()) / EPOCH_TICK))
+        self._store.set_epoch_deadline(ticks)
+
     def _interrupt(self) -> bool:
-        return time.monotonic() >= self.deadline
+        return time.monotonic() >= self._deadline
 
     def abort(self) -> None:
-        """Make the guest stop at its next interrupt poll (any thread may call this)."""
-        self.deadline = -math.inf
+        """Make the guest stop at its next interrupt poll (any thread may call this; the store,
+        which only its own thread may touch, keeps its epoch deadline)."""
+        self._deadline = -math.inf
 
     # -- running code --
 

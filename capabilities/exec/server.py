@@ -31,7 +31,8 @@ from pydantic import BaseModel, ValidationError
 from capabilities.session import data_dir
 
 from capabilities.contract import ToolError, ToolRegistry, ToolSpec, success
-from capabilities.stdio import exit_now
+from capabilities import wire
+from capabilities.stdio import exit_now, guard
 
 from .errors import ExecError, StoreUnavailable
 from .log_store import SEARCH_SECONDS, CommandRecord, LogStore, pattern_too_slow
@@ -196,7 +197,7 @@ async def serve_stdio() -> None:
     """Serve on stdin/stdout until stdin closes or a stop signal arrives, then end the
     running commands (recorded as `failed:interrupted`)."""
     tables: list[ProcessTable] = []
-    server = build_server(on_ready=tables.append)
+    server = guard(build_server(on_ready=tables.append))
     async with anyio.create_task_group() as tg:
 
         async def stop_on_signal() -> None:
@@ -211,7 +212,7 @@ async def serve_stdio() -> None:
 
         tg.start_soon(stop_on_signal)
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            await server.run(read_stream, wire.SendableStream(write_stream), server.create_initialization_options())
         tg.cancel_scope.cancel()
 
 
