@@ -12,6 +12,10 @@
         The desktop session. Dispatched, with the remaining arguments, to
         `runtime.desktop.cli_main(argv: list[str]) -> int | None`, imported only when used;
         that module owns its own argument parsing and help.
+    codedesk hub [--http HOST:PORT] [--backend docker|kubernetes] [--warm N] [--token T] [--data DIR]
+        The session hub: many sessions behind one REST API and one MCP endpoint per session.
+    codedesk session create|list|show|pause|sleep|wake|delete|link ...
+        The hub's command-line client. Both dispatched to `runtime.hub.cli`, imported only when used.
 
 Imports stay lazy so that `codedesk serve` starts fast.
 """
@@ -37,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
         description="codedesk: one MCP tool, run_js / run_py, that gives an agent a Linux desktop "
         "through scripts running in a WebAssembly sandbox.",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{serve,run,desktop}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{serve,run,desktop,hub,session}")
 
     serve = commands.add_parser(
         "serve",
@@ -75,6 +79,10 @@ def _parser() -> argparse.ArgumentParser:
         description="Start, stop or inspect the desktop session.",
         add_help=False,
     )
+    commands.add_parser("hub", help="the session hub: sessions as a service (REST API, MCP per session)",
+                        add_help=False)
+    commands.add_parser("session", help="the hub's client: create, list, show, pause, sleep, wake, delete, link",
+                        add_help=False)
     return parser
 
 
@@ -85,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         from runtime.desktop import cli_main  # owned by the desktop-session module
 
         return int(cli_main(argv[1:]) or 0)
+    if argv and argv[0] in ("hub", "session"):
+        from runtime.hub import cli as hub_cli
+
+        return (hub_cli.hub_main if argv[0] == "hub" else hub_cli.session_main)(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
