@@ -19,8 +19,11 @@ DATA="${CODEDESK_DATA:-/data}"
 HTTP_PORT="${CODEDESK_HTTP_PORT:-8765}"
 VIEWER_PORT="${CODEDESK_VIEWER_PORT:-6080}"
 RUNTIME_USER="${CODEDESK_RUNTIME_USER:-codedesk}"
+# A token the operator passed in is never printed (the runtime's start line shows a placeholder).
+token_shown="<the CODEDESK_TOKEN you passed>"
 if [ -z "${CODEDESK_TOKEN:-}" ] && [ "${CODEDESK_RUNTIME:-on}" != off ]; then
   CODEDESK_TOKEN="$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')"
+  token_shown="$CODEDESK_TOKEN"
   echo "CODEDESK_TOKEN was not set; this container's token: ${CODEDESK_TOKEN}"
 fi
 # The spawn service: the supervisor listens there, for the runtime's user only.
@@ -35,6 +38,15 @@ fi
 
 mkdir -p "$DATA"
 chmod 755 "$DATA"
+
+# Chromium's sandbox needs new user namespaces, which Docker's default seccomp profile refuses:
+# say so at once, with the flag, rather than leave "chromium exited during start" to explain it.
+if ! unshare --user true 2>/dev/null; then
+  echo "entrypoint: the seccomp profile is missing (this container cannot create user namespaces," \
+       "which Chromium's sandbox needs): run it with" \
+       "--security-opt seccomp=desktop-image/seccomp-chromium.json (also in the image at" \
+       "/opt/codedesk/desktop-image/seccomp-chromium.json); on Kubernetes see docs/scaling.md" >&2
+fi
 
 serve_pid=""
 stopping=0
@@ -55,7 +67,8 @@ else
   env HOME="$runtime_home" USER="$RUNTIME_USER" LOGNAME="$RUNTIME_USER" \
     setpriv --reuid="$RUNTIME_USER" --regid="$RUNTIME_USER" --init-groups \
       --no-new-privs --inh-caps=-all --bounding-set=-all -- \
-    .venv/bin/codedesk serve --http "0.0.0.0:${HTTP_PORT}" --start-servers &
+    .venv/bin/codedesk serve --http "0.0.0.0:${HTTP_PORT}" --start-servers \
+    2> >(exec sed -u "s/${CODEDESK_TOKEN}/${token_shown//\//\\/}/g" >&2) &
 fi
 serve_pid=$!
 
