@@ -275,6 +275,7 @@ class SessionHub:
             except HubError as exc:
                 self._set_state(rec, "failed", "did not start", error=f"{exc.message}. {exc.fix}".strip())
                 raise
+            rec.last_activity = time.time()  # idleness counts from when the session could be used
             self._set_state(rec, "running" if rec.claimed_at else "warm", "runtime answers")
 
     async def _wait_ready(self, rec: SessionRecord) -> str:
