@@ -173,9 +173,11 @@ class SessionHub:
         """Make the records agree with what the backend holds: a session whose container is gone
         is `failed` (never recreated behind the caller's back), one stopped or started outside the
         hub follows it, and an object of this hub that no record claims (an orphan) is removed."""
+        listed_at = time.time()
         found = await self._backend(self.backend.list_sessions)
         for rec in list(self._records.values()):
-            if rec.state == "deleted" or self._lock(rec.id).locked():
+            # A change made while the backend was listed is newer than the listing: keep it.
+            if rec.state == "deleted" or self._lock(rec.id).locked() or rec.state_since >= listed_at:
                 continue
             status = found.get(rec.id)
             if rec.claimed_at is None and status not in ("running",):
@@ -198,7 +200,7 @@ class SessionHub:
         for session_id in found:
             rec = self._records.get(session_id)
             if rec is None or rec.state == "deleted":
-                if rec is not None and self._lock(session_id).locked():
+                if rec is not None and (self._lock(session_id).locked() or rec.state_since >= listed_at):
                     continue
                 await self._backend(self.backend.remove, session_id)
                 self._event(rec, "orphan removed", f"{self.backend.name} objects of session {session_id}")
