@@ -8,7 +8,7 @@ STAMP := $(VENV)/.codedesk-installed
 EXTRAS ?= [test]
 IMAGE ?= codedesk:latest
 
-.PHONY: install system venv test fuzz up down status bench clean image image-test
+.PHONY: install system venv test fuzz up down status bench clean image image-test hub-test
 
 install: system $(STAMP)
 
@@ -64,3 +64,7 @@ image:
 # The image, then its smoke test against a running container (tests/container/).
 image-test: install image
 	CODEDESK_IMAGE=$(IMAGE) $(PY) -m pytest tests/container/test_image.py -v
+
+# The image, then the session hub against the local Docker engine (tests/hub/).
+hub-test: install image
+	CODEDESK_IMAGE=$(IMAGE) $(PY) -m pytest tests/hub -v

@@ -36,6 +36,15 @@ fi
 mkdir -p "$DATA"
 chmod 755 "$DATA"
 
+# Chromium's sandbox needs new user namespaces, which Docker's default seccomp profile refuses:
+# say so at once, with the flag, rather than leave "chromium exited during start" to explain it.
+if ! unshare --user true 2>/dev/null; then
+  echo "entrypoint: the seccomp profile is missing (this container cannot create user namespaces," \
+       "which Chromium's sandbox needs): run it with" \
+       "--security-opt seccomp=desktop-image/seccomp-chromium.json (also in the image at" \
+       "/opt/codedesk/desktop-image/seccomp-chromium.json); on Kubernetes see docs/scaling.md" >&2
+fi
+
 serve_pid=""
 stopping=0
 stop() {

@@ -12,6 +12,10 @@
         The desktop session. Dispatched, with the remaining arguments, to
         `runtime.desktop.cli_main(argv: list[str]) -> int | None`, imported only when used;
         that module owns its own argument parsing and help.
+    codedesk hub [--http HOST:PORT] [--backend docker|kubernetes] [--warm N] [--token T] [--data DIR]
+        The session hub: many sessions behind one REST API and one MCP endpoint per session.
+    codedesk session create|list|show|pause|sleep|wake|delete|link ...
+        The hub's command-line client. Both dispatched to `runtime.hub.cli`, imported only when used.
 
 Imports stay lazy so that `codedesk serve` starts fast.
 """
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from functools import partial
 from pathlib import Path
 
 
@@ -37,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
         description="codedesk: one MCP tool, run_js / run_py, that gives an agent a Linux desktop "
         "through scripts running in a WebAssembly sandbox.",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{serve,run,desktop}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{serve,run,desktop,hub,session}")
 
     serve = commands.add_parser(
         "serve",
@@ -75,6 +80,10 @@ def _parser() -> argparse.ArgumentParser:
         description="Start, stop or inspect the desktop session.",
         add_help=False,
     )
+    commands.add_parser("hub", help="the session hub: sessions as a service (REST API, MCP per session)",
+                        add_help=False)
+    commands.add_parser("session", help="the hub's client: create, list, show, pause, sleep, wake, delete, link",
+                        add_help=False)
     return parser
 
 
@@ -85,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         from runtime.desktop import cli_main  # owned by the desktop-session module
 
         return int(cli_main(argv[1:]) or 0)
+    if argv and argv[0] in ("hub", "session"):
+        from runtime.hub import cli as hub_cli
+
+        return (hub_cli.hub_main if argv[0] == "hub" else hub_cli.session_main)(argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
@@ -102,11 +115,12 @@ def _load(config: str | None):  # noqa: ANN202 - keeps runtime.config import laz
 
 
 def _serve(args: argparse.Namespace) -> int:
-    token = None
+    token = given = None
     if args.http is not None:
         from runtime.auth import TOKEN_ENV, generate_token
 
-        token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or generate_token()
+        given = args.token if args.token is not None else (os.environ.get(TOKEN_ENV) or None)
+        token = given if given is not None else generate_token()
         if not token.strip():
             print("codedesk: --token must not be empty", file=sys.stderr)
             return 2
@@ -125,7 +139,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     host, port = args.http
     try:
-        anyio.run(serve_http, servers, host, port, token, args.start_servers)
+        anyio.run(partial(serve_http, token_given=given is not None), servers, host, port, token, args.start_servers)
     except OSError as exc:
         print(f"codedesk: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
         return 1

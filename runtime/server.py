@@ -404,12 +404,14 @@ def _with_health(app: Any) -> Any:
 
 
 async def serve_http(
-    servers: Mapping[str, ServerConfig], host: str, port: int, token: str, start_servers: bool = False
+    servers: Mapping[str, ServerConfig], host: str, port: int, token: str, start_servers: bool = False,
+    *, token_given: bool = False,
 ) -> None:
     """Serve run_js / run_py over streamable HTTP at `http://HOST:PORT/mcp`, bearer token required.
 
-    Prints the MCP URL and the token on stderr once the socket is bound. `start_servers` as
-    for `serve_stdio`.
+    Prints the MCP URL on stderr once the socket is bound, and the token when it was generated
+    here (`token_given`: it came from the operator, who has it; a log must not hold it).
+    `start_servers` as for `serve_stdio`.
     """
     import socket
 
@@ -424,6 +426,7 @@ async def serve_http(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(128)  # before the banner: a client that reads it may connect at once
     except OSError:
         sock.close()
         raise
@@ -433,9 +436,10 @@ async def serve_http(
         app = _with_health(BearerTokenGuard(server.streamable_http_app(host=host), token))
         url_host = f"[{host}]" if ":" in host else host
         url = f"http://{url_host}:{bound_port}/mcp"
+        shown = "(the one you gave: --token or $CODEDESK_TOKEN)" if token_given else token
         print(
-            f"codedesk runtime: streamable HTTP\n  MCP URL: {url}\n  token:   {token}\n"
-            f"  header:  Authorization: Bearer {token}",
+            f"codedesk runtime: streamable HTTP\n  MCP URL: {url}\n  token:   {shown}\n"
+            f"  header:  Authorization: Bearer {'<token>' if token_given else token}",
             file=sys.stderr,
             flush=True,
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.fixtures.runtime import CODEDESK, runtime_env, write_test_server_config
@@ -83,13 +84,21 @@ def test_http_address_must_be_host_and_port() -> None:
     assert done.returncode == 2 and "expected HOST:PORT" in done.stderr
 
 
-def _http_banner(env: dict[str, str], *options: str) -> list[str]:
-    """The four lines `codedesk serve --http 127.0.0.1:0 OPTIONS` prints once it listens."""
+def _http_banner(env: dict[str, str], *options: str, token: str | None = None) -> list[str]:
+    """The four lines `codedesk serve --http 127.0.0.1:0 OPTIONS` prints once it listens; with
+    `token`, also checks that the server accepts a request bearing it."""
     process = subprocess.Popen([CODEDESK, "serve", "--http", "127.0.0.1:0", *options], env=env,
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         assert process.stderr is not None
-        return [process.stderr.readline() for _ in range(4)]
+        lines = [process.stderr.readline() for _ in range(4)]
+        if token is not None:
+            url = lines[1].split("MCP URL:")[1].strip()
+            with httpx.Client() as client:
+                refused = client.get(url, headers={"Authorization": "Bearer wrong"})
+                accepted = client.get(url, headers={"Authorization": f"Bearer {token}"})
+            assert refused.status_code == 401 and accepted.status_code != 401, (refused, accepted)
+        return lines
     finally:
         process.terminate()
         process.wait(30)
@@ -119,8 +128,21 @@ def test_generated_tokens_never_look_like_an_option() -> None:
 def test_a_token_starting_with_a_dash_is_given_with_equals(workdir) -> None:
     """`--token=-...` passes a token that starts with "-"; the server serves with it."""
     _, env = workdir
-    lines = _http_banner(env, "--token=-dash-token")
-    assert lines[2].split("token:")[1].strip() == "-dash-token", lines
+    _http_banner(env, "--token=-dash-token", token="-dash-token")
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_a_token_given_by_the_operator_is_never_printed(workdir, how) -> None:
+    """A token the operator passed (--token or $CODEDESK_TOKEN) stays out of the log; the banner
+    says which one to use."""
+    _, env = workdir
+    secret = "operator-secret-token-0123456789"
+    if how == "option":
+        lines = _http_banner({k: v for k, v in env.items() if k != "CODEDESK_TOKEN"}, f"--token={secret}", token=secret)
+    else:
+        lines = _http_banner({**env, "CODEDESK_TOKEN": secret}, token=secret)
+    assert secret not in "".join(lines)
+    assert "the one you gave" in lines[2] and "Bearer <token>" in lines[3]
 
 
 def test_desktop_subcommand_is_dispatched() -> None:

@@ -1,0 +1,311 @@
+"""The hub against the local Docker engine and the real image (`make hub-test`).
+
+Sessions are real containers of `$CODEDESK_IMAGE` (default codedesk:latest), reached through
+the hub's MCP endpoint with real MCP clients. Skipped, saying why, when no Docker engine
+answers or the image is absent. Every container and volume a test makes is removed, also on
+failure (by the hub's label).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import socket
+import time
+
+import anyio
+import pytest
+
+from tests.hub.conftest import HubProcess
+
+IMAGE = os.environ.get("CODEDESK_IMAGE", "codedesk:latest")
+
+
+def _check_docker() -> None:
+    """Skip the module, saying why, unless an engine answers and holds the image."""
+    import docker
+
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if host.startswith("unix://"):  # the SDK leaks its socket when nothing listens: look first
+        with socket.socket(socket.AF_UNIX) as probe:
+            try:
+                probe.connect(host.removeprefix("unix://"))
+            except OSError as exc:
+                pytest.skip(f"no Docker engine answers at {host} ({exc.strerror}); start dockerd to run the "
+                            "hub's Docker tests", allow_module_level=True)
+    client = docker.from_env(timeout=30)
+    try:
+        try:
+            client.ping()
+        except Exception as exc:  # noqa: BLE001 - any failure means: no engine here
+            pytest.skip(f"no Docker engine answers ({type(exc).__name__}); start dockerd to run the hub's "
+                        "Docker tests", allow_module_level=True)
+        try:
+            client.images.get(IMAGE)
+        except Exception:  # noqa: BLE001
+            pytest.skip(f"the image {IMAGE} is absent; `make hub-test` builds it first", allow_module_level=True)
+    finally:
+        client.close()
+
+
+_check_docker()
+DOCKER = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def docker_client():
+    global DOCKER
+    import docker
+
+    DOCKER = docker.from_env(timeout=60)
+    try:
+        yield DOCKER
+    finally:
+        DOCKER.close()
+
+
+def _objects(hub_id: str) -> tuple[list, list]:
+    label = {"label": f"codedesk.hub={hub_id}"}
+    return DOCKER.containers.list(all=True, filters=label), DOCKER.volumes.list(filters=label)
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    h = HubProcess(tmp_path_factory.mktemp("hub"), "admin-" + secrets.token_hex(8), "--image", IMAGE)
+    try:
+        yield h
+    finally:
+        h.stop()
+        containers, volumes = _objects(h.hub_id)
+        for c in containers:
+            c.remove(force=True)
+        for v in volumes:
+            v.remove(force=True)
+
+
+def create(hub: HubProcess, **fields) -> dict:
+    r = hub.api("POST", "/v1/sessions", json=fields)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def run_js(session: dict, code: str, token: str | None = None, timeout: float = 120) -> dict:
+    """run_js through the hub's MCP endpoint for `session`, with its token (or `token`)."""
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def go() -> dict:
+        headers = {"Authorization": f"Bearer {token or session['token']}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60.0, read=timeout + 60)) as client:
+            async with streamable_http_client(session["mcp_url"], http_client=client) as (read, write, *_):
+                async with ClientSession(read, write) as mcp:
+                    await mcp.initialize()
+                    result = await mcp.call_tool("run_js", {"code": code, "timeout_seconds": timeout})
+        return {"text": "".join(getattr(b, "text", "") for b in result.content), "is_error": result.is_error}
+
+    return anyio.run(go)
+
+
+EXEC = """
+async function sh(script) {
+  const r = await tools.exec.run({bin: "sh", args: ["-c", script], timeout: 60});
+  return r.logs;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def two(hub):
+    a, b = create(hub, metadata={"who": "a"}), create(hub, metadata={"who": "b"})
+    return a, b
+
+
+def test_two_sessions_are_isolated_and_each_token_reaches_only_its_own(hub, two):
+    """A file in one session's home is not in the other's; a session's token opens only its
+    session; the control API needs the admin token, and a session token is not it."""
+    a, b = two
+    assert a["state"] == b["state"] == "running"
+    assert run_js(a, EXEC + 'await sh("echo from-a > ~/mine && cat ~/mine")') == {"text": "from-a\n", "is_error": False}
+    seen = run_js(b, EXEC + 'await sh("cat ~/mine 2>&1 || true")')
+    assert "from-a" not in seen["text"] and "No such file" in seen["text"], seen
+    import httpx
+
+    for token in (b["token"], "", hub.token):  # another session's, none, the admin's
+        headers = {"Accept": "application/json, text/event-stream"} | ({"Authorization": f"Bearer {token}"} if token else {})
+        r = httpx.post(a["mcp_url"], headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=30)
+        assert r.status_code == 401, (token, r.text)
+    assert hub.api("GET", "/v1/sessions", token=a["token"]).status_code == 401
+    mine = hub.api("GET", "/v1/sessions?metadata=who:a").json()["sessions"]
+    assert [s["id"] for s in mine] == [a["id"]]
+
+
+def test_run_js_through_the_hub_drives_exec_and_the_browser(hub, two):
+    """The agent's whole path goes through the hub: run_js, then exec and browser_execute in the session."""
+    a, _ = two
+    result = run_js(a, EXEC + """
+const who = await sh("id -un");
+const page = await tools.browser.browser_execute({tab: "hub", operations: [
+  {type: "navigate", params: {url: "data:text/html,<title>via-hub</title><p>hello</p>"}}, {type: "getText"}]});
+JSON.stringify({who, text: page.results[1].result.text})
+""", timeout=180)
+    assert not result["is_error"], result["text"]
+    out = json.loads(result["text"])
+    assert out["who"] == "desktop\n"
+    assert "hello" in out["text"]
+
+
+def test_a_paused_session_resumes_on_an_mcp_request(hub, two):
+    """Pause freezes the session; the next MCP request resumes it and is answered."""
+    a, _ = two
+    assert hub.api("POST", f"/v1/sessions/{a['id']}/pause").json()["state"] == "paused"
+    assert DOCKER.containers.get(f"codedesk-{a['id']}").status == "paused"
+    started = time.monotonic()
+    assert run_js(a, "6 * 7") == {"text": "42", "is_error": False}
+    assert time.monotonic() - started < 5
+    assert hub.api("GET", f"/v1/sessions/{a['id']}").json()["state"] == "running"
+
+
+def test_a_sleeping_session_wakes_on_an_mcp_request_with_its_files(hub, two):
+    """Sleep stops the container (memory freed); an MCP request starts it, and the disk is kept."""
+    _, b = two
+    assert "ok" in run_js(b, EXEC + 'await sh("echo kept > ~/marker && echo ok")')["text"]
+    assert hub.api("POST", f"/v1/sessions/{b['id']}/sleep").json()["state"] == "sleeping"
+    assert DOCKER.containers.get(f"codedesk-{b['id']}").status == "exited"
+    again = run_js(b, EXEC + 'await sh("cat ~/marker")', timeout=120)
+    assert again == {"text": "kept\n", "is_error": False}
+    shown = hub.api("GET", f"/v1/sessions/{b['id']}").json()
+    assert shown["state"] == "running"
+    assert [e["event"] for e in shown["timeline"]][-3:] == ["sleeping", "waking", "running"]
+
+
+def _viewer_handshake(hub: HubProcess, token: str, send: bytes = b"") -> bytes:
+    """Open the hub's viewer websocket with a link token; the first bytes the session's VNC sends."""
+    host, port = hub.url.removeprefix("http://").split(":")
+    key = base64.b64encode(secrets.token_bytes(16)).decode()
+    with socket.create_connection((host, int(port)), timeout=20) as sock:
+        sock.sendall((f"GET /websockify?token={token} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\n"
+                      f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+                      f"Sec-WebSocket-Protocol: binary\r\n\r\n").encode())
+        data = b""
+        try:
+            while b"RFB" not in data and len(data) < 4096:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        except (TimeoutError, ConnectionError):
+            pass
+    return data
+
+
+def test_viewer_links_open_the_screen_through_the_hub_until_revoked_or_expired(hub, two):
+    """A link serves the session's viewer page and its VNC stream through the hub; a revoked
+    or expired link is refused, and a view link cannot open the resize channel."""
+    import httpx
+
+    a, _ = two
+    link = hub.api("POST", f"/v1/sessions/{a['id']}/viewer-links", json={"mode": "view", "expires_in_s": 60}).json()
+    token = link["url"].split("token=")[1].split("&")[0]
+    page = httpx.get(link["url"], timeout=60)
+    assert page.status_code == 200 and "viewer.js" in page.text
+    assert b"RFB 003" in _viewer_handshake(hub, token)
+    assert b"RFB" not in _viewer_handshake(hub, token + ".resize")
+    assert hub.api("DELETE", f"/v1/sessions/{a['id']}/viewer-links/{link['id']}").status_code == 200
+    assert httpx.get(link["url"], timeout=30).status_code == 401
+    assert b"RFB" not in _viewer_handshake(hub, token)
+    short = hub.api("POST", f"/v1/sessions/{a['id']}/viewer-links", json={"mode": "control", "expires_in_s": 1}).json()
+    time.sleep(1.2)
+    r = httpx.get(short["url"], timeout=30)
+    assert r.status_code == 401 and "expired" in r.json()["error"]["message"]
+
+
+def test_the_hub_killed_and_restarted_lists_the_same_sessions_and_reports_a_removed_one_failed(hub, two):
+    """SIGKILL loses nothing: the same sessions in the same states after a restart; a container
+    removed behind the hub's back is reported failed, not recreated."""
+    a, b = two
+    hub.api("POST", f"/v1/sessions/{a['id']}/pause")
+    before = {s["id"]: s["state"] for s in hub.api("GET", "/v1/sessions").json()["sessions"]}
+    assert before[a["id"]] == "paused" and before[b["id"]] == "running"
+    hub.restart_after_kill()
+    after = {s["id"]: s["state"] for s in hub.api("GET", "/v1/sessions").json()["sessions"]}
+    assert after == before
+    assert run_js(a, "1 + 1")["text"] == "2"  # the token still works, the session resumes
+    DOCKER.containers.get(f"codedesk-{b['id']}").remove(force=True)
+    hub.restart_after_kill()
+    shown = hub.api("GET", f"/v1/sessions/{b['id']}").json()
+    assert shown["state"] == "failed" and "removed outside the hub" in shown["error"]
+    containers, _ = _objects(hub.hub_id)
+    assert f"codedesk-{b['id']}" not in [c.name for c in containers]
+    r = hub.api("POST", f"/v1/sessions/{b['id']}/wake")
+    assert r.status_code == 409 and "delete it" in r.json()["error"]["fix"]
+
+
+def test_delete_leaves_no_container_or_volume_and_a_deleted_session_cannot_wake(hub, two):
+    """Delete removes the container and its disk; waking it afterwards is a clear 410."""
+    for session in two:
+        assert hub.api("DELETE", f"/v1/sessions/{session['id']}").json()["state"] == "deleted"
+        r = hub.api("POST", f"/v1/sessions/{session['id']}/wake")
+        assert r.status_code == 410 and "create a new session" in r.json()["error"]["fix"]
+    containers, volumes = _objects(hub.hub_id)
+    ids = {s["id"] for s in two}
+    assert not [c for c in containers if c.labels["codedesk.session"] in ids]
+    assert not [v for v in volumes if v.attrs["Labels"]["codedesk.session"] in ids]
+
+
+def test_an_idle_session_is_paused_then_put_to_sleep_by_itself(hub):
+    """No MCP request for idle_timeout_s pauses a session; as long again puts it to sleep."""
+    s = create(hub, idle_timeout_s=4)
+    try:
+        states = []
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and "sleeping" not in states:
+            state = hub.api("GET", f"/v1/sessions/{s['id']}").json()["state"]
+            if not states or states[-1] != state:
+                states.append(state)
+            time.sleep(0.5)
+        assert states == ["running", "paused", "sleeping"], states
+        log = hub.log.read_text()
+        assert f"session {s['id']} paused: idle" in log and f"session {s['id']} sleeping: idle" in log
+    finally:
+        hub.api("DELETE", f"/v1/sessions/{s['id']}")
+
+
+def test_the_session_limit_is_refused_naming_it(tmp_path):
+    """Past --max-sessions a create is refused with 429 naming the limit and its option."""
+    h = HubProcess(tmp_path, "admin", "--image", IMAGE, "--max-sessions", "1")
+    try:
+        s = create(h)
+        r = h.api("POST", "/v1/sessions", json={})
+        assert r.status_code == 429
+        assert r.json()["error"]["limit"] == "max_sessions" and "--max-sessions" in r.json()["error"]["fix"]
+        h.api("DELETE", f"/v1/sessions/{s['id']}")
+    finally:
+        h.stop()
+        containers, volumes = _objects(h.hub_id)
+        for c in containers:
+            c.remove(force=True)
+        for v in volumes:
+            v.remove(force=True)
+
+
+def test_a_container_without_the_seccomp_profile_says_so_with_the_flag():
+    """The newcomer's first `docker run` without the profile names it and the flag in its log,
+    and never prints the token it was given."""
+    token = secrets.token_hex(16)
+    c = DOCKER.containers.run(IMAGE, detach=True, environment={"CODEDESK_TOKEN": token})
+    try:
+        deadline = time.monotonic() + 30
+        logs = ""
+        while time.monotonic() < deadline:
+            logs = c.logs().decode(errors="replace")
+            if "seccomp" in logs and "MCP URL" in logs:
+                break
+            time.sleep(0.5)
+        assert "the seccomp profile is missing" in logs, logs
+        assert "--security-opt seccomp=desktop-image/seccomp-chromium.json" in logs, logs
+        assert token not in logs, logs
+    finally:
+        c.remove(force=True, v=True)
