@@ -99,10 +99,14 @@ def run_command(rt: RuntimeClient, script: str, timeout: int = 30, extra: str = 
     return value(rt.run_js(RUN % (json.dumps(script), timeout, extra), timeout_seconds=timeout + 30))
 
 
+MARK = "containment"
+"""This module's runtime, told from the others serving the same session (`server_pid`)."""
+
+
 @pytest.fixture(scope="module")
 def session_runtime(desktop_session):
     """A runtime of this module's own on the real session (these tests kill its servers)."""
-    with start_runtime(dict(desktop_session.env)) as rt:
+    with start_runtime({**desktop_session.env, "CODEDESK_TEST_RUNTIME": MARK}) as rt:
         yield rt
 
 
@@ -219,19 +223,19 @@ ANSWERS = {"exec": "back\n", "documents": "invalid_arguments", "browser": "1"}
 def test_server_killed_between_runs_answers_the_next_call(session_runtime, desktop_session, name):
     """A capability server killed with SIGKILL between two runs: the next call succeeds."""
     assert session_runtime.run_js(CALLS[name], timeout_seconds=60).text == ANSWERS[name]
-    pid = server_pid(name, desktop_session.data_dir)
+    pid = server_pid(name, desktop_session.data_dir, MARK)
     assert pid is not None
     kill_and_wait(pid)
     out = session_runtime.run_js(CALLS[name], timeout_seconds=60)
     assert not out.is_error and out.text == ANSWERS[name], out.text
-    assert server_pid(name, desktop_session.data_dir) not in (None, pid)
+    assert server_pid(name, desktop_session.data_dir, MARK) not in (None, pid)
 
 
 def test_server_killed_during_a_call_answers_unavailable(session_runtime, desktop_session):
     """The call in flight when its server dies fails as `unavailable` and says it may have
     happened; the next call succeeds."""
     assert session_runtime.run_js(CALLS["browser"], timeout_seconds=60).text == ANSWERS["browser"]
-    pid = server_pid("browser", desktop_session.data_dir)
+    pid = server_pid("browser", desktop_session.data_dir, MARK)
     assert pid is not None
     killer = threading.Timer(1.5, os.kill, (pid, signal.SIGKILL))
     killer.start()
