@@ -47,7 +47,7 @@ PENDING, FULFILLED, REJECTED = 0, 1, 2
 _JOBS_PER_CALL = 100_000  # the guest's execute_pending_jobs stops after this many
 
 _STACK_BYTES = 1 << 20  # QuickJS's own stack check (quickjs-rs's default)
-EPOCH_GRACE_SECONDS = 1.0
+EPOCH_GRACE_SECONDS = 0.3
 """How long past its deadline a guest that does not poll its interrupt runs before it traps."""
 _MIN_MEMORY = 16 << 20  # linear memory the engine needs beyond the JS heap
 
