@@ -85,10 +85,21 @@ class _EpochStore(wasmtime.Store):
         self.set_epoch_deadline(FAR_EPOCH)
 
 
+class _WasiWithoutStdout(wasmtime.WasiConfig):
+    """quickjs-rs hands its guest the process's stdout, which over the stdio transport is the MCP
+    channel: one stray write from the guest would corrupt it. The guest gets no stdout; its stderr
+    (an allocation failure's message) still reaches the runtime's log."""
+
+    def inherit_stdout(self) -> None:
+        pass
+
+
 class _StoresWithDeadline:
-    """The `wasmtime` module as quickjs-rs's engine layer sees it: its stores are `_EpochStore`s."""
+    """The `wasmtime` module as quickjs-rs's engine layer sees it: its stores are `_EpochStore`s,
+    its guests have no stdout."""
 
     Store = _EpochStore
+    WasiConfig = _WasiWithoutStdout
 
     def __getattr__(self, name: str) -> object:
         return getattr(wasmtime, name)

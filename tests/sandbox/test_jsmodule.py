@@ -81,3 +81,45 @@ def test_a_corrupt_module_is_compiled_afresh(tmp_path):
     cwasm.write_bytes(cwasm.read_bytes()[:1000])
     assert _load_in_new_process(cache)[0] == "compiled 42"
     assert _load_in_new_process(cache)[0] == "loaded 42"
+
+
+_GUEST_WRITES_FD = """
+(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "to-stdout\\n")
+  (func (export "write") (param $fd i32) (result i32)
+    (i32.store (i32.const 0) (i32.const 16))
+    (i32.store (i32.const 4) (i32.const 10))
+    (call $fd_write (local.get $fd) (i32.const 0) (i32.const 1) (i32.const 8))))
+"""
+
+_WRITE_LIKE_QUICKJS_RS = f"""
+import wasmtime
+from sandbox import _jsmodule
+from quickjs_rs import _engine
+_jsmodule.load()
+wasm = _engine.wasmtime  # what quickjs-rs makes its stores and WASI configs with
+store = wasm.Store(_jsmodule.shared.shared_wasmtime_engine())
+wasi = wasm.WasiConfig()
+wasi.inherit_stdout()
+wasi.inherit_stderr()
+store.set_wasi(wasi)
+linker = wasmtime.Linker(store.engine)
+linker.define_wasi()
+instance = linker.instantiate(store, wasmtime.Module(store.engine, {_GUEST_WRITES_FD!r}))
+write = instance.exports(store)["write"]
+write(store, 1)
+write(store, 2)
+"""
+
+
+def test_the_js_guest_cannot_write_to_the_processes_stdout(tmp_path):
+    """Over the stdio transport the runtime's stdout is the MCP channel: a guest made the way
+    quickjs-rs makes one writes nothing there, while its stderr still reaches the log."""
+    env = {**os.environ, "CODEDESK_WASM_CACHE": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", _WRITE_LIKE_QUICKJS_RS], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert "to-stdout" in done.stderr
