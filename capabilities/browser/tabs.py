@@ -41,6 +41,9 @@ from .page_files import Downloads
 
 CHROMIUM_START_TIMEOUT_S = 20.0
 RESTORE_TIMEOUT_MS = 45_000
+CLOSE_WAIT_S = 10.0
+"""How long closing a tab waits for Chromium to confirm: Chromium accepts a close that races a
+navigation and may then never report the target gone, and Playwright waits for that report."""
 
 
 class BrowserUnavailable(Unavailable):
@@ -153,10 +156,11 @@ class TabRegistry:
         tab.target_id, tab.url = "", "about:blank"
         self._save_state()
         if page is not None and not page.is_closed():
-            try:
-                await page.close()
-            except PlaywrightError:
-                pass  # Chromium went away meanwhile: the tab is closed either way
+            with anyio.move_on_after(CLOSE_WAIT_S):
+                try:
+                    await page.close()
+                except PlaywrightError:
+                    pass  # Chromium went away meanwhile: the tab is closed either way
 
     async def start_driver(self) -> None:
         """Start Playwright's driver (about a second) ahead of the first call. It does not

@@ -45,6 +45,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from capabilities.session import SessionInfo
 
 REPO = Path(__file__).resolve().parents[3]
+CALL_TIMEOUT_S = 240.0
 
 
 class BrowserServer:
@@ -102,8 +103,17 @@ class BrowserServer:
                 self._log_path.unlink(missing_ok=True)
 
     def call(self, tool: str, args: dict):
-        """Call a tool; returns its CallToolResult."""
-        return self._portal.call(self.session.call_tool, tool, args)
+        """Call a tool; returns its CallToolResult. A call unanswered after CALL_TIMEOUT_S fails
+        the test that made it, rather than hang the whole run."""
+
+        async def run():
+            with anyio.fail_after(CALL_TIMEOUT_S):
+                return await self.session.call_tool(tool, args)
+
+        try:
+            return self._portal.call(run)
+        except TimeoutError:
+            raise AssertionError(f"{tool} got no answer in {CALL_TIMEOUT_S:.0f} s: {args}") from None
 
     def call_many(self, calls: list[tuple[str, dict]]) -> list:
         """Call several tools at once (concurrently); results in the order given."""
