@@ -84,7 +84,7 @@ def _limits_text(memory_field: str, memory_range: tuple[int, int, int], memory_w
     )
 
 
-def _servers_text(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str],
+def _servers_text(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str], named: Collection[str],
                   full: Any, line: Any, describe_call: str) -> str:
     if not servers:
         return "No capability servers are configured."
@@ -93,9 +93,9 @@ def _servers_text(servers: Sequence[str], tools: ToolsByServer, builtin: Collect
         known = tools.get(server)
         if not known:
             parts.append(f"// {server}: its tools are listed by {describe_call.format(server=server)}")
-        elif server in builtin and server in DECLARED_IN_FULL:
-            parts.append(full({server: known}).rstrip())
         elif server in builtin:
+            parts.append(full({server: known}).rstrip())
+        elif server in named:
             parts.append(f"// {server}: {', '.join(tool['name'] for tool in known)} "
                          f"(declarations: {describe_call.format(server=server)})")
         else:
@@ -110,10 +110,12 @@ def _first_line(tool: Mapping[str, Any]) -> str:
     return f"  -- {first[:159] + '…' if len(first) > 160 else first}" if first else ""
 
 
-def run_js_description(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str] = ()) -> str:
-    """The description of run_js for these configured servers and known tools."""
+def run_js_description(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str] = (),
+                       named: Collection[str] = ()) -> str:
+    """The description of run_js for these configured servers and known tools: `builtin` ones
+    declared in full, `named` ones by their tools' names, others one line per tool."""
     declared = _servers_text(
-        servers, tools, builtin, lambda listing: declarations.typescript_declarations(listing, DOC_CHARS),
+        servers, tools, builtin, named, lambda listing: declarations.typescript_declarations(listing, DOC_CHARS),
         lambda tool: signatures.typescript(tool["name"], tool.get("inputSchema")),
         'await mcp.describe("{server}")')
     return "\n\n".join([
@@ -159,10 +161,11 @@ def run_js_description(servers: Sequence[str], tools: ToolsByServer, builtin: Co
     ])
 
 
-def run_py_description(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str] = ()) -> str:
-    """The description of run_py for these configured servers and known tools."""
+def run_py_description(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str] = (),
+                       named: Collection[str] = ()) -> str:
+    """The description of run_py for these configured servers and known tools (as run_js's)."""
     declared = _servers_text(
-        servers, tools, builtin, lambda listing: declarations.python_stubs(listing, docs=False),
+        servers, tools, builtin, named, lambda listing: declarations.python_stubs(listing, docs=False),
         lambda tool: signatures.python(tool["name"], tool.get("inputSchema")),
         'mcp.describe("{server}")')
     return "\n\n".join([
