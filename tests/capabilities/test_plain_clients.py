@@ -73,13 +73,7 @@ def documents_root(desktop_session) -> Path:
     user = pwd.getpwnam(desktop_session.info.user)
     folder = desktop_session.info.home / "plain-client-documents"
     folder.mkdir(exist_ok=True)
-    builders.text_pdf(folder / "report.pdf", pages=3)
-    builders.table_pdf(folder / "table.pdf")
-    builders.text_image(folder / "invoice.png")
-    builders.scanned_pdf(folder / "scanned.pdf", folder / "invoice.png")
-    builders.workbook(folder / "sales.xlsx", folder / "invoice.png")
-    builders.word_document(folder / "annual.docx")
-    builders.presentation(folder / "kickoff.pptx")
+    builders.one_of_each(folder)
     for path in [folder, *folder.iterdir()]:
         os.chown(path, user.pw_uid, user.pw_gid)
     yield folder

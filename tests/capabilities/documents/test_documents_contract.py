@@ -59,15 +59,7 @@ IMAGE_MAGIC = {"image/png": b"\x89PNG\r\n\x1a\n", "image/jpeg": b"\xff\xd8\xff"}
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The only document root: one real file of each kind the good inputs use."""
-    folder = tmp_path_factory.mktemp("documents-contract")
-    builders.text_pdf(folder / "report.pdf", pages=3)
-    builders.table_pdf(folder / "table.pdf")
-    builders.text_image(folder / "invoice.png")
-    builders.scanned_pdf(folder / "scanned.pdf", folder / "invoice.png")
-    builders.workbook(folder / "sales.xlsx", folder / "invoice.png")
-    builders.word_document(folder / "annual.docx")
-    builders.presentation(folder / "kickoff.pptx")
-    return folder
+    return builders.one_of_each(tmp_path_factory.mktemp("documents-contract"))
 
 
 class _StrayOutput(logging.Handler):
