@@ -4,12 +4,16 @@ Every tool of every server answers the same way:
 
 - `structuredContent`: an object valid against the tool's `outputSchema` (`output_schema()`
   makes it: the tool's own success shape, or the shared error object);
-- one text block a person can read: a short summary (for `browser_execute`, `desktop_execute`
-  and `exec`, the text the capability spec prescribes);
+- one text block that carries the result whole, so a client that reads only text (the MCP
+  spec's "should") loses nothing: an optional one-line summary, then the structured content as
+  JSON (JSON alone is what the spec prescribes for `desktop_execute` and `exec`; a summary line
+  then JSON for `browser_execute`). `success` and `failure` write it, the one place it is made;
+  a tool gives only its summary;
 - images as image blocks after the text, referenced from the structured result by their index
   among the images (`image_index`), never inlined in it;
-- a failure: `isError: true`, structured `{"error": {kind, message, step?, field?, hint?}}`,
-  text `Error: <message>`.
+- a failure: `isError: true`, structured `{"error": {kind, message, step?, field?, hint?}}`
+  (plus what the tool adds, such as a batch's finished steps), text `Error: <message> (<hint>)`
+  then that object as JSON.
 
 `ToolError` is the one way a tool says it failed; `ToolRegistry` validates a call's whole input
 with the tool's own model (the model that made the input schema, so the two cannot drift),
@@ -261,25 +265,36 @@ def _rebuilt(value: Any) -> Any:
     return value
 
 
-def success(structured: dict[str, Any], text: str, images: Sequence[Image] = ()) -> types.CallToolResult:
-    """A successful result: the structured content, the readable text, then the images. Text
-    that is not valid Unicode is made so (`well_formed`)."""
-    structured, text = well_formed(structured), well_formed(text)
-    content: list[types.ContentBlock] = [types.TextContent(text=text)]
+def result_text(structured: dict[str, Any], summary: str | None = None) -> str:
+    """The text block of a result: the summary line (when there is one), then the structured
+    content as JSON, whole, so a client that reads only text has everything a script has."""
+    body = json.dumps(structured, ensure_ascii=False)
+    return f"{summary}\n{body}" if summary else body
+
+
+def success(structured: dict[str, Any], summary: str | None = None,
+            images: Sequence[Image] = ()) -> types.CallToolResult:
+    """A successful result: the structured content; the text (`result_text`: the summary line,
+    if any, then the structured content as JSON); then the images. Text that is not valid
+    Unicode is made so (`well_formed`)."""
+    structured = well_formed(structured)
+    content: list[types.ContentBlock] = [types.TextContent(text=result_text(structured, well_formed(summary)))]
     content.extend(image.block() for image in images)
     return types.CallToolResult(content=content, structured_content=structured)
 
 
-def failure(error: ToolError, *, text: str | None = None, extra: dict[str, Any] | None = None,
+def failure(error: ToolError, *, summary: str | None = None, extra: dict[str, Any] | None = None,
             images: Sequence[Image] = ()) -> types.CallToolResult:
-    """A failed result: `{"error": {...}}` (plus `extra`, e.g. a batch's finished steps), the
-    text (default `Error: <message>`, with the hint), then the images (a screenshot of the moment).
+    """A failed result: `{"error": {...}}` (plus `extra`, e.g. a batch's finished steps); the
+    text (`result_text`: the summary line, by default `Error: <message> (<hint>)`, `""` for
+    none, then the structured content as JSON); then the images (a screenshot of the moment).
     Text that is not valid Unicode is made so (`well_formed`)."""
-    if text is None:
-        text = f"Error: {error.message}" + (f" ({error.hint})" if error.hint else "")
-    content: list[types.ContentBlock] = [types.TextContent(text=well_formed(text))]
-    content.extend(image.block() for image in images)
+    if summary is None:
+        summary = f"Error: {error.message}" + (f" ({error.hint})" if error.hint else "")
+    content: list[types.ContentBlock] = []
     structured = well_formed({**(extra or {}), "error": error.to_json()})
+    content.append(types.TextContent(text=result_text(structured, well_formed(summary))))
+    content.extend(image.block() for image in images)
     return types.CallToolResult(content=content, structured_content=structured, is_error=True)
 
 

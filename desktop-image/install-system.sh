@@ -35,6 +35,8 @@ PACKAGES=(
   # documents
   tesseract-ocr tesseract-ocr-eng libreoffice-core libreoffice-writer libreoffice-calc
   libreoffice-impress poppler-utils
+  # the files server: search (ripgrep), patch (GNU patch), binary files named by type (file)
+  ripgrep patch file
   # process tools used by tests and the session
   procps psmisc iproute2
   # the egress firewall (runtime/desktop/firewall.py)

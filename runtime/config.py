@@ -7,7 +7,7 @@ The configuration uses the common `mcpServers` format:
         "other": {"url": "https://...", "headers": {...}}           # a streamable HTTP server
     }}
 
-The built-in capability servers (`browser`, `exec`, `documents`) are the default; a user
+The built-in capability servers (`browser`, `exec`, `documents`, `files`) are the default; a user
 config file (`--config FILE` or `$CODEDESK_CONFIG`) adds servers or overrides them by name.
 Stdio servers get an environment built for them (`runtime/launch.py`: the locale, PATH, the
 display, `CODEDESK_*` settings but never the runtime's secrets); `env` entries are laid over it.
@@ -69,7 +69,7 @@ def builtin_servers() -> dict[str, ServerConfig]:
     """The capability servers shipped with codedesk, each run with this Python."""
     return {
         name: StdioServer(command=sys.executable, args=("-m", f"capabilities.{name}"))
-        for name in ("browser", "exec", "documents")
+        for name in ("browser", "exec", "documents", "files")
     }
 
 

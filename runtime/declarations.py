@@ -78,16 +78,21 @@ def typescript_declarations(tools: ToolsByServer, doc_chars: int | None = None) 
 
 def typescript_server(server: str, listed: Sequence[Mapping[str, Any]], doc_chars: int | None = None) -> str:
     seen: set[tuple[str, str]] = set()  # in the compact form, a field's doc is said once per server
-    body = "\n".join(_indent(typescript_tool(tool, doc_chars, seen), 1) for tool in listed)
+    # A tool named by a reserved word (`delete`) is exported under its name from a function of
+    # another (`export { delete_ as delete }`); a namespace with such an export exports only what
+    # it marks, so then every function is marked.
+    exported = any(tool["name"] in _TS_RESERVED for tool in listed)
+    body = "\n".join(_indent(typescript_tool(tool, doc_chars, seen, exported), 1) for tool in listed)
     return f"declare namespace tools.{_ts_name(server)} {{\n{body}\n}}\n"
 
 
 def typescript_tool(tool: Mapping[str, Any], doc_chars: int | None = None,
-                    seen: set[tuple[str, str]] | None = None) -> str:
+                    seen: set[tuple[str, str]] | None = None, exported: bool = False) -> str:
     """One tool's function declaration, with its own type aliases for recursive types.
 
     `doc_chars` cuts each field's doc to its first sentence within that many characters (the
-    run_js description's compact form); None keeps every doc whole (`mcp.describe`)."""
+    run_js description's compact form); None keeps every doc whole (`mcp.describe`). `exported`
+    marks the function `export` (a namespace holding a tool named by a reserved word)."""
     name = tool["name"]
     args_schema = tool.get("inputSchema") or {"type": "object"}
     result_schema = success_schema(tool.get("outputSchema"))
@@ -99,7 +104,12 @@ def typescript_tool(tool: Mapping[str, Any], doc_chars: int | None = None,
     result = (_ts(result_schema, result_schema, 0, ctx) + " & WithImages" if result_schema else "any")
     optional = "" if args_schema.get("required") else "?"
     doc = _doc(summary(tool.get("description") or ""))
-    lines = [*ctx.aliases.values(), doc + f"function {_ts_name(name)}(args{optional}: {args}): Promise<{result}>;"]
+    function = f"function {_ts_name(name)}(args{optional}: {args}): Promise<{result}>;"
+    if name in _TS_RESERVED:  # `tools.files.delete(...)` is valid JavaScript; `function delete` is not
+        function += f"\nexport {{ {_ts_name(name)} as {name} }};"
+    elif exported:
+        function = "export " + function
+    lines = [*ctx.aliases.values(), doc + function]
     return "\n".join(line for line in lines if line)
 
 
@@ -360,8 +370,16 @@ def _types(schema: dict[str, Any]) -> list[str]:
     return [kind] if isinstance(kind, str) else []
 
 
+_TS_RESERVED = frozenset(
+    "break case catch class const continue debugger default delete do else enum export extends false finally "
+    "for function if import in instanceof new null return super switch this throw true try typeof var void "
+    "while with".split())
+"""Words TypeScript refuses as a function's name (a property's name, as scripts call tools, may be any)."""
+
+
 def _ts_name(name: str) -> str:
-    return name if _IDENT.match(name) else re.sub(r"\W", "_", name)
+    clean = name if _IDENT.match(name) else re.sub(r"\W", "_", name)
+    return clean + "_" if clean in _TS_RESERVED else clean
 
 
 def _alias_prefix(tool: str) -> str:

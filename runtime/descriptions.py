@@ -2,8 +2,9 @@
 
 Each is: what the tool is for; an orientation (the screen, where files live, what persists,
 which capability to use); the guest API; the limits; worked examples; then the typed
-declarations of every built-in server's tools in full (TypeScript for run_js, Python stubs for
-run_py, `declarations.py`) and one line per tool of servers added by config (their full
+declarations of the spec's servers' tools in full (TypeScript for run_js, Python stubs for
+run_py, `declarations.py`), one line naming the tools of each other built-in server, and one
+line per tool of servers added by config (their full
 declarations are one `mcp.describe(server)` away). They are regenerated whenever the known tool
 listing changes.
 """
@@ -33,6 +34,11 @@ DOC_CHARS = 0
 every operation, field and result type of the built-in servers, fit the tools/list budget
 (40 KB); `mcp.describe(server, tool)` gives the declarations with every doc whole."""
 
+DECLARED_IN_FULL = frozenset({"browser", "exec", "documents"})
+"""The spec's servers, declared in full in both descriptions. The built-in servers beyond it
+(`files`, ...) are named with their tools in one line each: in full they would take the
+tools/list answer past its budget (40 KB); `mcp.describe(server)` gives their declarations."""
+
 # The spec's exec example, word for word: it must run unchanged.
 SPEC_EXEC_EXAMPLE = """\
 const call = async (tool, args) => JSON.parse((await mcp.callTool("exec", tool, args)).content[0].text);
@@ -56,7 +62,8 @@ What persists between runs: named browser tabs (with their pages), files, exec c
 logs (7 days). What does not: your script's variables; each run starts fresh.
 Which capability: browser_execute for anything inside a web page (selectors and refs, no pixels); \
 desktop_execute for what no page contains: the browser's own interface and dialogs, the file \
-chooser, other windows, the clipboard; exec for programs; documents for PDFs, Office files, images."""
+chooser, other windows, the clipboard; exec for programs; files to read, write, edit and search \
+text files; documents for PDFs, Office files, images."""
 
 
 def _mib(n: int) -> str:
@@ -77,7 +84,7 @@ def _limits_text(memory_field: str, memory_range: tuple[int, int, int], memory_w
     )
 
 
-def _servers_text(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str],
+def _servers_text(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str], named: Collection[str],
                   full: Any, line: Any, describe_call: str) -> str:
     if not servers:
         return "No capability servers are configured."
@@ -88,6 +95,9 @@ def _servers_text(servers: Sequence[str], tools: ToolsByServer, builtin: Collect
             parts.append(f"// {server}: its tools are listed by {describe_call.format(server=server)}")
         elif server in builtin:
             parts.append(full({server: known}).rstrip())
+        elif server in named:
+            parts.append(f"// {server}: {', '.join(tool['name'] for tool in known)} "
+                         f"(declarations: {describe_call.format(server=server)})")
         else:
             parts.append("\n".join([f"// {server} (full declarations: {describe_call.format(server=server)})",
                                     *(f"//   {line(tool)}" + _first_line(tool) for tool in known)]))
@@ -100,10 +110,12 @@ def _first_line(tool: Mapping[str, Any]) -> str:
     return f"  -- {first[:159] + '…' if len(first) > 160 else first}" if first else ""
 
 
-def run_js_description(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str] = ()) -> str:
-    """The description of run_js for these configured servers and known tools."""
+def run_js_description(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str] = (),
+                       named: Collection[str] = ()) -> str:
+    """The description of run_js for these configured servers and known tools: `builtin` ones
+    declared in full, `named` ones by their tools' names, others one line per tool."""
     declared = _servers_text(
-        servers, tools, builtin, lambda listing: declarations.typescript_declarations(listing, DOC_CHARS),
+        servers, tools, builtin, named, lambda listing: declarations.typescript_declarations(listing, DOC_CHARS),
         lambda tool: signatures.typescript(tool["name"], tool.get("inputSchema")),
         'await mcp.describe("{server}")')
     return "\n\n".join([
@@ -149,10 +161,11 @@ def run_js_description(servers: Sequence[str], tools: ToolsByServer, builtin: Co
     ])
 
 
-def run_py_description(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str] = ()) -> str:
-    """The description of run_py for these configured servers and known tools."""
+def run_py_description(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str] = (),
+                       named: Collection[str] = ()) -> str:
+    """The description of run_py for these configured servers and known tools (as run_js's)."""
     declared = _servers_text(
-        servers, tools, builtin, lambda listing: declarations.python_stubs(listing, docs=False),
+        servers, tools, builtin, named, lambda listing: declarations.python_stubs(listing, docs=False),
         lambda tool: signatures.python(tool["name"], tool.get("inputSchema")),
         'mcp.describe("{server}")')
     return "\n\n".join([

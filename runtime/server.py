@@ -123,16 +123,18 @@ class Runtime:
     def _describe(self) -> list[types.Tool]:
         names = list(self.servers)
         known = {**self._remembered, **self._live_tools()}
-        builtin = {name for name, config in builtin_servers().items() if self.servers.get(name) == config}
+        shipped = {name for name, config in builtin_servers().items() if self.servers.get(name) == config}
+        builtin = shipped & descriptions.DECLARED_IN_FULL
+        named = shipped - builtin
         return [
             types.Tool(
                 name="run_js",
-                description=descriptions.run_js_description(names, known, builtin),
+                description=descriptions.run_js_description(names, known, builtin, named),
                 input_schema=input_schema(RunJsArguments),
             ),
             types.Tool(
                 name="run_py",
-                description=descriptions.run_py_description(names, known, builtin),
+                description=descriptions.run_py_description(names, known, builtin, named),
                 input_schema=input_schema(RunPyArguments),
             ),
         ]

@@ -14,7 +14,6 @@ the text (JSON, as the spec prescribes), then the PNG images the results point a
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
@@ -432,15 +431,15 @@ def _jsonable(result: Any) -> Any:
 
 def _result(results: list[dict], images: list[bytes], size: tuple[int, int] | None,
             error: ToolError | None) -> CallToolResult:
-    """The one place results are built: structured content, the same object as JSON text, the PNGs."""
+    """The one place results are built: structured content, the same object as JSON text (the
+    spec's text: JSON alone, no summary line), the PNGs."""
     body: dict[str, Any] = {"results": results}
     if size is not None:
         body["screen"] = {"width": size[0], "height": size[1]}
     pngs = [Image(png) for png in images]
     if error is None:
-        return success(body, json.dumps(body, ensure_ascii=False), pngs)
-    body["error"] = error.to_json()
-    return failure(error, text=json.dumps(body, ensure_ascii=False), extra=body, images=pngs)
+        return success(body, images=pngs)
+    return failure(error, summary="", extra=body, images=pngs)
 
 
 async def _run(state: BrowserState, request: DesktopRequest) -> CallToolResult:

@@ -119,6 +119,12 @@ class UrlParams(_Params):
     pass
 
 
+class HistoryParams(_Params):
+    waitUntil: Literal["load", "domcontentloaded", "networkidle", "commit"] = Field(
+        "domcontentloaded", description="Load state to wait for (45 second timeout)"
+    )
+
+
 class SetViewportParams(_Params):
     width: Annotated[int, Field(ge=VIEWPORT_MIN[0], le=VIEWPORT_MAX[0])]
     height: Annotated[int, Field(ge=VIEWPORT_MIN[1], le=VIEWPORT_MAX[1])]
@@ -309,6 +315,27 @@ class Url(_Op):
     params: UrlParams = UrlParams()
 
 
+class Back(_Op):
+    """Go back one page in the tab's history, as the browser's back button does."""
+
+    type: Literal["back"]
+    params: HistoryParams = HistoryParams()
+
+
+class Forward(_Op):
+    """Go forward one page in the tab's history."""
+
+    type: Literal["forward"]
+    params: HistoryParams = HistoryParams()
+
+
+class Reload(_Op):
+    """Load the current page again."""
+
+    type: Literal["reload"]
+    params: HistoryParams = HistoryParams()
+
+
 class SetViewport(_Op):
     """Set the page's viewport, 320x200 up to 3840x2160."""
 
@@ -477,7 +504,7 @@ _OPERATION_CLASSES = (
     Navigate, Wait, Click, Type, Press, Select, Evaluate, Screenshot, Url, SetViewport, SetContent,
     ReadPage, Find, GetText, FormInput, Tabs, Console, Network, DialogOp,
     Hover, DoubleClick, TripleClick, RightClick, MiddleClick, Drag, Scroll, ScrollTo, Key, HoldKey, Zoom,
-    Upload, Download,
+    Upload, Download, Back, Forward, Reload,
 )
 Operation = Annotated[Union[_OPERATION_CLASSES], Field(discriminator="type")]  # type: ignore[valid-type]
 OPERATION_TYPES: dict[str, type[_Op]] = {

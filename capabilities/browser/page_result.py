@@ -6,7 +6,6 @@ steps point at. Built with the contract's `success` / `failure`, so `isError` is
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,7 +88,5 @@ def build_result(report: BatchReport) -> CallToolResult:
     summary = " ".join(report.summary().split())  # one line whatever the messages contain
     images = [ImageBlock(image.png) for image in report.images]
     if report.error is None:
-        return success(body, summary + "\n" + json.dumps(body, ensure_ascii=False), images)
-    body["error"] = report.error.to_json()
-    return failure(report.error, text=summary + "\n" + json.dumps(body, ensure_ascii=False), extra=body,
-                   images=images)
+        return success(body, summary, images)
+    return failure(report.error, summary=summary, extra=body, images=images)

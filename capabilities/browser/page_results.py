@@ -246,6 +246,9 @@ RESULTS: dict[str, Any] = {
     "zoom": ZoomResult,
     "upload": UploadResult,
     "download": DownloadResult,
+    "back": NavigateResult,
+    "forward": NavigateResult,
+    "reload": NavigateResult,
 }
 
 

@@ -9,6 +9,7 @@ call's `Images` and the step's result points at them.
 from __future__ import annotations
 
 import datetime
+import json
 import math
 import re
 import struct
@@ -93,6 +94,44 @@ async def run_step(ctx: StepContext, op: Any) -> Any:
         raise explain(op, exc) from exc
 
 
+_READY = {"domcontentloaded": "document.readyState !== 'loading'", "load": "document.readyState === 'complete'"}
+
+
+async def _step_history(page: Page, *, forward: bool, wait_until: str) -> str:
+    """Go one page back (or forward) in the tab's history and wait for it; returns its URL.
+
+    Driven through the tab's own history (DevTools `Page.navigateToHistoryEntry`), not
+    Playwright's `go_back`: a page restored from the back-forward cache fires no load event, and
+    that wait never ends; the page's own `document.readyState` tells when it is there. A step
+    with no page that way is refused (Playwright's answer to it, no response, is also what a
+    same-document step gives)."""
+    cdp = await page.context.new_cdp_session(page)
+    try:
+        history = await cdp.send("Page.getNavigationHistory")
+        index, entries = history["currentIndex"], history["entries"]
+        goal = index + (1 if forward else -1)
+        if not 0 <= goal < len(entries):
+            way = "after" if forward else "before"
+            raise BrowserError(f"there is no page {way} this one in the tab's history ({index + 1} of "
+                               f"{len(entries)})", hint="navigate to the page instead")
+        await cdp.send("Page.navigateToHistoryEntry", {"entryId": entries[goal]["id"]})
+    finally:
+        await cdp.detach()
+    url = entries[goal]["url"]
+    with anyio.fail_after(ops.NAVIGATE_TIMEOUT_MS / 1000):
+        while True:
+            try:
+                here = await page.evaluate(f"location.href === {json.dumps(url)} && ({_READY.get(wait_until, 'true')})")
+            except PlaywrightError:  # the old document went away under the check: look again
+                here = False
+            if here:
+                break
+            await anyio.sleep(0.02)
+    if wait_until == "networkidle":
+        await page.wait_for_load_state("networkidle", timeout=ops.NAVIGATE_TIMEOUT_MS)
+    return url
+
+
 async def _matches(page: Page, selector: str) -> bool | None:
     """Whether anything matches the selector now (None if that cannot be told): on a timeout it
     tells 'no such element' from 'there, but hidden or disabled'."""
@@ -136,6 +175,13 @@ async def _dispatch(ctx: StepContext, op: Any) -> Any:
             return ctx.images.add(await ctx.shoot(full_page=p.fullPage))
         case ops.Url():
             return results.UrlResult(url=page.url, title=await page.title())
+        case ops.Back() | ops.Forward():
+            url = await _step_history(page, forward=isinstance(op, ops.Forward), wait_until=p.waitUntil)
+            return results.NavigateResult(url=url, title=await page.title(), status=None)
+        case ops.Reload():
+            response = await page.reload(wait_until=p.waitUntil, timeout=ops.NAVIGATE_TIMEOUT_MS)
+            return results.NavigateResult(url=page.url, title=await page.title(),
+                                          status=response.status if response is not None else None)
         case ops.SetViewport():
             await page.set_viewport_size({"width": p.width, "height": p.height})
             return results.ViewportResult(width=p.width, height=p.height)

@@ -42,6 +42,9 @@ operations: steps, each {type, params}, run in order; the whole list is checked 
   evaluate {script}               JavaScript expression or function source run in the page; a promise is awaited; returns the result
   screenshot {fullPage?}          a PNG of the page
   url {}                          current URL and title
+  back {waitUntil?} / forward {waitUntil?} / reload {waitUntil?}
+                                  through the tab's history as a person would; an error when there is no page
+                                  that way
   setViewport {width, height}     320x200 up to 3840x2160
   setContent {html}               replaces the page
 Reading a page without screenshots:

@@ -3,7 +3,8 @@
 A tool returns a `ToolOutput`: its typed output model (the tool's `outputSchema` is made from
 the same model), a one-line summary a person can read, and its images. `ToolOutput.result`
 builds the contract's result (`capabilities.contract.success`): the model as structured
-content, the summary as text, the images as image blocks; an image is referenced from the
+content, the text (the summary line, then the structured content as JSON), the images as image
+blocks; an image is referenced from the
 structured content by `image_index`, its index among the result's images.
 
 Images handed back are scaled so the long edge is at most `CODEDESK_IMAGE_MAX_EDGE_PX` (1568

@@ -16,7 +16,6 @@ the per-command cap (see `confinement.Limits`); the status strings are the spec'
 from __future__ import annotations
 
 import inspect
-import json
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -124,7 +123,7 @@ def _answer(model: type[BaseModel], run: Callable[[ProcessTable, Any], Awaitable
             payload = model.model_validate(await run(table, request)).model_dump(mode="json")
         except ExecError as exc:
             raise exc.to_tool_error() from exc
-        return success(payload, json.dumps(payload, ensure_ascii=False))
+        return success(payload)  # the text is the same object as JSON, alone
 
     return answer
 

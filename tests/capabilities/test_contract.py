@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import anyio
 import jsonschema
 import pytest
@@ -71,7 +73,19 @@ def test_a_success_carries_structured_content_text_and_images_by_index():
     assert not result.is_error and state["calls"] == 1
     assert result.structured_content == {"total": 5, "image_index": 0}
     assert [block.type for block in result.content] == ["text", "image"]
-    assert result.content[0].text == "total 5"
+    assert result.content[0].text == 'total 5\n{"total": 5, "image_index": 0}'
+
+
+def test_the_text_carries_the_whole_result_for_clients_that_read_only_text():
+    """A plain MCP client shows its model the text block: it must hold what structuredContent holds."""
+    for result in (success({"a": [1, "é"]}), success({"a": 1}, "one"), success({"a": 1}, ""),
+                   failure(ToolError("failed", "no", field="f"), extra={"done": [1]}),
+                   failure(ToolError("refused", "no"), summary="")):
+        last = result.content[0].text.split("\n")[-1]
+        assert json.loads(last) == result.structured_content
+    assert success({"a": 1}).content[0].text == '{"a": 1}'  # JSON alone: exec's and desktop_execute's text
+    assert failure(ToolError("refused", "no"), summary="").content[0].text == \
+        '{"error": {"kind": "refused", "message": "no"}}'
 
 
 def test_unknown_fields_are_refused_by_name_and_nothing_runs():
@@ -125,7 +139,7 @@ def test_an_output_model_leaves_out_unset_optional_fields_and_its_schema_says_so
 def test_a_tools_own_hooks_word_its_refusals_and_failures():
     """exec words refusals its way and browser_execute keeps the spec's text on failure."""
     async def failed(state, error, arguments):
-        return failure(error, text=f"custom: {error.kind}")
+        return failure(error, summary=f"custom: {error.kind}")
 
     spec = ToolSpec(name="add", description="", args=Args, output=Answer, run=_add,
                     invalid=lambda exc, raw: ToolError("invalid_arguments", f"bad call with {sorted(raw)}"),
@@ -133,9 +147,9 @@ def test_a_tools_own_hooks_word_its_refusals_and_failures():
     registry = ToolRegistry("demo", [spec])
     refused = anyio.run(registry.call, {"calls": 0}, "add", {"nope": 1})
     assert refused.structured_content["error"]["message"] == "bad call with ['nope']"
-    assert refused.content[0].text == "custom: invalid_arguments"
+    assert refused.content[0].text.split("\n")[0] == "custom: invalid_arguments"
     raised = anyio.run(registry.call, {"calls": 0}, "add", {"at": {"x": -1, "y": 0}})
-    assert raised.content[0].text == "custom: refused" and raised.is_error
+    assert raised.content[0].text.split("\n")[0] == "custom: refused" and raised.is_error
 
 
 def test_text_that_is_not_valid_unicode_leaves_every_result_as_a_replacement_character():
@@ -143,11 +157,11 @@ def test_text_that_is_not_valid_unicode_leaves_every_result_as_a_replacement_cha
     structured content of a success and a failure, so the result can be sent."""
     ok = success({"text": "a\ud800", "items": [{"k\udc00": "\udbff"}], "n": 1}, "t\ud800")
     assert ok.structured_content == {"text": "a\ufffd", "items": [{"k\ufffd": "\ufffd"}], "n": 1}
-    assert ok.content[0].text == "t\ufffd"
+    assert ok.content[0].text.split("\n")[0] == "t\ufffd"
     failed = failure(ToolError("failed", "m\udfff", hint="h\ud800"), extra={"done": ["\ud83d"]})
     assert failed.structured_content == {"done": ["\ufffd"], "error": {"kind": "failed", "message": "m\ufffd",
                                                                        "hint": "h\ufffd"}}
-    assert failed.content[0].text == "Error: m\ufffd (h\ufffd)"
+    assert failed.content[0].text.split("\n")[0] == "Error: m\ufffd (h\ufffd)"
     for result in (ok, failed):
         result.model_dump_json(by_alias=True, exclude_none=True)  # what a transport does
     clean = {"text": "\U0001F600 fine"}

@@ -71,3 +71,12 @@ def test_a_union_tagged_by_a_constant_names_each_tag_once():
     assert 'Tagged<"operation", "result", {' in text
     assert '"url": {url: string};' in text and '"wait": null;' in text and '"text": string;' in text
     assert text.count('"operation"') == 1
+
+
+def test_a_tool_named_by_a_reserved_word_is_declared_as_valid_typescript() -> None:
+    """files.delete is called as tools.files.delete(...); `function delete` would not type-check."""
+    remove = {"name": "delete", "description": "Trash it.", "inputSchema": STAT["inputSchema"]}
+    text = typescript_server("files", [STAT, remove], doc_chars=0)
+    assert "function delete_(args" in text and "export { delete_ as delete };" in text
+    assert "export function stat(" in text  # with an explicit export, every function is marked
+    assert "export" not in typescript_server("files", [STAT], doc_chars=0)

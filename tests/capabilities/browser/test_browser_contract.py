@@ -100,6 +100,9 @@ def browser_walk(pages_server, upload: Path) -> list[list[dict]]:
         step("navigate", url=pages_server.url("/browser_files.html")),
         step("upload", selector="#file", paths=[str(upload)]),
         step("download", selector="#get"),
+        step("back"),
+        step("forward"),
+        step("reload"),
         step("setContent", html="<title>done</title><p>done</p>"),
         step("screenshot", fullPage=True),
     ]]

@@ -107,7 +107,7 @@ def test_schema_comes_from_the_operation_types(browser_server):
                           "setViewport", "setContent"]
     assert types[11:] == ["readPage", "find", "getText", "formInput", "tabs", "console", "network", "dialog",
                           "hover", "doubleClick", "tripleClick", "rightClick", "middleClick", "drag", "scroll",
-                          "scrollTo", "key", "holdKey", "zoom", "upload", "download"]
+                          "scrollTo", "key", "holdKey", "zoom", "upload", "download", "back", "forward", "reload"]
     assert all(v["additionalProperties"] is False for v in variants)
     assert all(v["properties"]["params"]["additionalProperties"] is False for v in variants)
     viewport = variants[types.index("setViewport")]["properties"]["params"]["properties"]

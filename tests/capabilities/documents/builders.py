@@ -162,3 +162,15 @@ def presentation(path: Path) -> Path:
     second.notes_slide.notes_text_frame.text = "Mention the budget freeze in March."
     deck.save(path)
     return path
+
+
+def one_of_each(folder: Path) -> Path:
+    """One real file of each kind the documents contract's good calls read (`GOOD`)."""
+    text_pdf(folder / "report.pdf", pages=3)
+    table_pdf(folder / "table.pdf")
+    text_image(folder / "invoice.png")
+    scanned_pdf(folder / "scanned.pdf", folder / "invoice.png")
+    workbook(folder / "sales.xlsx", folder / "invoice.png")
+    word_document(folder / "annual.docx")
+    presentation(folder / "kickoff.pptx")
+    return folder

@@ -1,6 +1,6 @@
 """Every tool of the documents server keeps the one result contract, over stdio with the real
 SDK client: structured content valid against the output schema it lists, on success and on
-failure; a one-line summary first; every image block referenced by one `image_index`.
+failure; a one-line summary first, then the whole result as JSON; every image block referenced by one `image_index`.
 
 The walk covers exactly the tools the server lists: a new tool without a case here fails
 `test_every_listed_tool_is_walked`.
@@ -9,6 +9,7 @@ The walk covers exactly the tools the server lists: a new tool without a case he
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import sys
 from collections.abc import Callable
@@ -58,15 +59,7 @@ IMAGE_MAGIC = {"image/png": b"\x89PNG\r\n\x1a\n", "image/jpeg": b"\xff\xd8\xff"}
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The only document root: one real file of each kind the good inputs use."""
-    folder = tmp_path_factory.mktemp("documents-contract")
-    builders.text_pdf(folder / "report.pdf", pages=3)
-    builders.table_pdf(folder / "table.pdf")
-    builders.text_image(folder / "invoice.png")
-    builders.scanned_pdf(folder / "scanned.pdf", folder / "invoice.png")
-    builders.workbook(folder / "sales.xlsx", folder / "invoice.png")
-    builders.word_document(folder / "annual.docx")
-    builders.presentation(folder / "kickoff.pptx")
-    return folder
+    return builders.one_of_each(tmp_path_factory.mktemp("documents-contract"))
 
 
 class _StrayOutput(logging.Handler):
@@ -142,14 +135,16 @@ async def test_every_listed_tool_is_walked(tools):
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("name", sorted(GOOD))
-async def test_a_good_call_returns_its_output_schema_and_a_summary(session, tools, root, name):
-    """Scripts read structuredContent by the declared schema; people read a one-line summary."""
+async def test_a_good_call_returns_its_output_schema_a_summary_and_the_result_as_text(session, tools, root, name):
+    """Scripts read structuredContent by the declared schema; people read a one-line summary;
+    a client that reads only text gets the whole result as JSON after it."""
     result = await session.call_tool(name, GOOD[name](root))
     assert not result.is_error, result.content[0].text
     data = _check(tools[name], result)
     assert "error" not in data
-    summary = result.content[0].text
-    assert summary.startswith(f"{name}: ") and "\n" not in summary and not summary.lstrip().startswith("{")
+    summary, whole = result.content[0].text.split("\n")
+    assert summary.startswith(f"{name}: ") and not summary.lstrip().startswith("{")
+    assert json.loads(whole) == data, "the text carries the whole result for clients that read only text"
     if name in ("read_image", "render_document_page", "render_document_thumbnail", "read_document_pages_as_images"):
         assert len(result.content) > 1, "a tool that renders must return its images"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 
 import anyio
 from PIL import Image
@@ -22,7 +23,9 @@ def test_read_pdf_returns_the_text_of_a_known_page(call, docs_dir):
     assert [p["page"] for p in data["pages"]] == [2]
     assert data["pages"][0]["text"].strip() == builders.page_text(2)
     characters = len(data["pages"][0]["text"])
-    assert result.content[0].text == f"read_pdf: report.pdf, page 2 of 3, {characters} characters"
+    summary, whole = result.content[0].text.split("\n")
+    assert summary == f"read_pdf: report.pdf, page 2 of 3, {characters} characters"
+    assert json.loads(whole) == data  # the page's text reaches a client that reads only text
 
 
 def test_read_pdf_page_selections(call):
@@ -161,7 +164,7 @@ def test_pages_as_images_caps_at_max_pages(call, docs_dir):
     assert data["dropped_pages"] == list(range(14, 51))
     assert len(result.content) == 1 + 4
     assert _image(result).size == (306, 396)
-    assert result.content[0].text == ("read_document_pages_as_images: long.pdf, pages 10-13 of 50; "
+    assert result.content[0].text.split("\n")[0] == ("read_document_pages_as_images: long.pdf, pages 10-13 of 50; "
                                       "pages 14-50 dropped (over max_pages=4)")
 
 
