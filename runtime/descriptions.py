@@ -53,10 +53,12 @@ Files: /data is the session's data directory; the desktop user's home is /data/h
 start there; "~" in documents paths); downloads land in /data/chrome/Downloads. documents and browser \
 uploads take paths under the home or /data; programs reach what the desktop user can.
 What persists between runs: named browser tabs (with their pages), files, exec commands and their \
-logs (7 days). What does not: your script's variables; each run starts fresh.
+logs (7 days), what you remember (memory). What does not: your script's variables; each run starts fresh.
 Which capability: browser_execute for anything inside a web page (selectors and refs, no pixels); \
 desktop_execute for what no page contains: the browser's own interface and dialogs, the file \
-chooser, other windows, the clipboard; exec for programs; documents for PDFs, Office files, images."""
+chooser, other windows, the clipboard; exec for programs; documents for PDFs, Office files, images; \
+web to read a page as markdown without a tab (fetch; fetch_rendered runs its scripts); memory to keep \
+and recall what you learn, and the session's skills (listed under skills_list)."""
 
 
 def _mib(n: int) -> str:

@@ -157,17 +157,15 @@ def list_entries(state: MemoryState, args: ListArgs) -> tuple[ListOutput, str]:
 
 TOOLS = [
     memory_tool(name="remember", description=(
-        "Keep a text for later runs of this session (on the session's disk; it survives restarts), under a key "
-        "and tags. The same key replaces the entry."), args=RememberArgs, output=RememberOutput, run=remember,
+        "Keep a text for later runs (on the session's disk), under a key and tags; the same key replaces it."), args=RememberArgs, output=RememberOutput, run=remember,
         annotations=WRITES),
     memory_tool(name="recall", description=(
-        "Find remembered texts by their words (full-text search, best match first), optionally only those with "
-        "given tags."), args=RecallArgs, output=RecallOutput, run=recall),
+        "Remembered texts matching the query's words, best first (full-text), optionally with given tags."), args=RecallArgs, output=RecallOutput, run=recall),
     memory_tool(name="get", description="Read one remembered entry whole, by its key.",
                 args=KeyArgs, output=EntryOutput, run=get),
     memory_tool(name="forget", description="Delete a remembered entry by its key.",
                 args=KeyArgs, output=ForgetOutput, run=forget,
                 annotations={"read_only_hint": False, "destructive_hint": True, "open_world_hint": False}),
-    memory_tool(name="list", description="List remembered entries (newest first), optionally only those with given tags.",
+    memory_tool(name="list", description="Remembered entries, newest first, optionally with given tags.",
                 args=ListArgs, output=ListOutput, run=list_entries),
 ]

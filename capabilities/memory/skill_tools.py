@@ -17,10 +17,7 @@ from .tooling import Args, MemoryState, memory_tool
 LISTED_IN_DESCRIPTION = 30
 DESCRIPTION_CHARS = 160
 
-BASE_DESCRIPTION = (
-    f"List the skills installed in this session: folders with a {SKILL_FILE} (instructions for a task, and "
-    "scripts) under /data/skills or the operator's skills path. Read one with skills_read before doing its task."
-)
+BASE_DESCRIPTION = "The session's skills (instructions and scripts for a task): read one with skills_read before its task."
 
 
 def listing_description(skills: list[Skill]) -> str:
@@ -97,7 +94,7 @@ TOOLS = [
     memory_tool(name="skills_list", description=BASE_DESCRIPTION, args=ListSkillsArgs, output=ListSkillsOutput,
                 run=skills_list),
     memory_tool(name="skills_read", description=(
-        f"Read a skill: its instructions ({SKILL_FILE}) and the list of its files, or one of its files "
-        "(file: a path inside its folder). Symbolic links are never followed."),
+        f"A skill's instructions ({SKILL_FILE}) and its files' list, or one of its files.\n\n"
+        "file: a path inside the skill's folder. Symbolic links are never followed."),
         args=ReadSkillArgs, output=ReadSkillOutput, run=skills_read),
 ]

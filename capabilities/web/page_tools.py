@@ -164,9 +164,9 @@ TOOLS = [
     web_tool(
         name="fetch",
         description=(
-            "Fetch a web page over HTTP and return it as markdown (default), plain text or HTML, with its "
-            "status, final URL and title; long pages come in slices (offset, maxChars, next_offset). No "
-            "scripts run: for pages that build themselves with JavaScript use fetch_rendered. Redirects are "
+            "A web page over plain HTTP as markdown, text or HTML, in slices (offset, next_offset); no scripts run."
+            "\n\nReturns its status, final URL and title; long pages come in slices (offset, maxChars, "
+            "next_offset). For pages that build themselves with JavaScript use fetch_rendered. Redirects are "
             "followed, each checked against the session's egress policy; a page past the size or time cap "
             "is cut off and says so in cut_off."
         ),
@@ -175,8 +175,9 @@ TOOLS = [
     web_tool(
         name="fetch_rendered",
         description=(
-            "Load a web page in a throwaway context of the session's Chromium (scripts run; no cookies or "
-            "history of the person's profile, nothing kept after) and return its DOM as markdown, text or "
+            "As fetch, for pages built by scripts: loaded by Chromium in a throwaway context (no cookies)."
+            "\n\nLoads the page in a throwaway context of the session's Chromium (scripts run; no cookies or "
+            "history of the person's profile, nothing kept after) and returns its DOM as markdown, text or "
             "HTML, like fetch. For pages that build their content with JavaScript; slower than fetch. "
             "Every request the page makes is checked against the session's egress policy."
         ),
@@ -185,8 +186,9 @@ TOOLS = [
     web_tool(
         name="fetch_image",
         description=(
-            "Fetch an image over HTTP: returns it as an image block (scaled to the model's limits) with its "
-            "format, size and dimensions. Attach it with artifact() to see it."
+            "An image over HTTP, as an image block (attach it with artifact() to see it) with its dimensions."
+            "\n\nThe block is scaled to the model's limits; the result gives the image's format, size and "
+            "own dimensions."
         ),
         args=ImageArgs, output=ImageOutput, run=fetch_image,
     ),

@@ -91,6 +91,8 @@ class Renderer:
         try:
             await context.route("**/*", guard)
             page = await context.new_page()
+            failed: list[str] = []
+            page.on("requestfailed", lambda request: failed.append(request.url))
             cut_off = None
             status = 0
             try:
@@ -102,13 +104,16 @@ class Renderer:
                 cut_off = (f"the page had not finished loading after {timeout:g} s: the content is what it showed "
                            "then (call again with a larger timeout, or a waitFor selector)")
             except PlaywrightError as exc:
-                if refused:
-                    raise Refused(f"{url} was not rendered: the page went to a refused address: {refused[0]}",
-                                  hint="the session's egress policy decides which addresses pages may reach") from exc
+                # A redirect hop is not routed through `guard`: the firewall stops it, and here
+                # the failed hops say why.
+                await _refuse_any(policy, url, failed, refused)
                 raise Unreachable(f"Chromium could not load {url}: {exc.message.splitlines()[0]}",
                                   hint="check the URL; the host may be down or the name wrong") from exc
             html = await page.content()
             chain = _redirects(page.main_frame.url, response if cut_off is None else None)
+            # Where no firewall stands behind this check, a hop to a refused address may have
+            # loaded: what it showed is never returned.
+            await _refuse_any(policy, url, [*chain, page.main_frame.url], [])  # a blocked image is no failure
             limit = max_bytes()
             if len(html.encode("utf-8", "surrogatepass")) > limit:
                 html = html.encode("utf-8", "surrogatepass")[:limit].decode("utf-8", "ignore")
@@ -140,6 +145,22 @@ class Renderer:
                     f"cannot connect to the session's Chromium at {info.devtools_url} ({exc.message.splitlines()[0]})",
                     hint="a browser_execute call starts Chromium again; then call fetch_rendered again") from exc
             return self._browser
+
+
+async def _refuse_any(policy: EgressPolicy, url: str, visited: list[str], refused: list[str]) -> None:
+    """Raise `Refused` for the first request `guard` refused, else for the first of `visited`
+    (URLs the page went to) that the egress policy refuses."""
+    if refused:
+        raise Refused(f"{url} was not rendered: the page went to a refused address: {refused[0]}",
+                      hint="the session's egress policy decides which addresses pages may reach")
+    for hop in visited:
+        try:
+            await check_url_async(policy, hop)
+        except EgressRefused as exc:
+            raise Refused(f"{url} was not rendered: it went to {hop}, which is refused: {exc}",
+                          hint="the session's egress policy decides which addresses pages may reach") from exc
+        except TimeoutError:
+            continue
 
 
 def _redirects(final_url: str, response) -> list[str]:

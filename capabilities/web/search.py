@@ -251,7 +251,8 @@ TOOLS = [
     web_tool(
         name="search",
         description=(
-            "Search the web through the provider the session's operator configured (an MCP search server or "
+            "Web search through the operator's provider: hits {title, url, snippet}, best first."
+            "\n\nSearches through the provider the session's operator configured (an MCP search server or "
             "an HTTP search API): hits as {title, url, snippet}, best first. Without a configured provider "
             "it answers an error saying how to configure one; then fetch a search engine's page instead."
         ),
