@@ -4,7 +4,7 @@ One database, `<data>/memory/memory.db`, owned by the desktop user (the session 
 folder). An entry is a key (given, or made up), a text and tags; the index covers the text, the
 tags and the key, and is kept in step by triggers. `recall` ranks by bm25.
 
-A query is never handed to FTS5 as syntax: its words are taken out (`_words`) and each is
+Words are stemmed (porter: "deploys" finds "deploy"). A query is never handed to FTS5 as syntax: its words are taken out (`_words`) and each is
 quoted, so `"a" OR *`, `NEAR(`, `col:` or a lone quote are searched as the words they contain,
 never parsed as operators. Keys and tags are bound parameters.
 
@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS entry_tags (
     PRIMARY KEY (tag, entry)
 ) WITHOUT ROWID;
 CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(
-    text, tags, key, content='entries', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
+    text, tags, key, content='entries', content_rowid='id', tokenize='porter unicode61 remove_diacritics 2'
 );
 CREATE TRIGGER IF NOT EXISTS entries_ai AFTER INSERT ON entries BEGIN
     INSERT INTO entries_fts(rowid, text, tags, key) VALUES (new.id, new.text, new.tags, new.key);
