@@ -77,6 +77,13 @@ def builtin_servers() -> dict[str, ServerConfig]:
     }
 
 
+DECLARED_IN_FULL = frozenset({"browser", "exec", "documents"})
+"""The built-in servers whose typed declarations run_js's and run_py's descriptions carry whole;
+the others (`web`, `memory`) are named there with their tools, so that both descriptions stay
+within the tools/list budget (their full declarations are one `mcp.describe(server)` away, and
+their typed functions work all the same)."""
+
+
 def is_builtin(name: str, config: ServerConfig | None) -> bool:
     """Whether `config` runs the built-in server `name`: the same program, whatever its `env`
     (the operator's settings for it, such as the web search provider)."""

@@ -58,7 +58,7 @@ Which capability: browser_execute for anything inside a web page (selectors and 
 desktop_execute for what no page contains: the browser's own interface and dialogs, the file \
 chooser, other windows, the clipboard; exec for programs; documents for PDFs, Office files, images; \
 web to read a page as markdown without a tab (fetch; fetch_rendered runs its scripts); memory to keep \
-and recall what you learn, and the session's skills (listed under skills_list)."""
+and recall what you learn, and the session's skills (skills_list names them below)."""
 
 
 def _mib(n: int) -> str:
@@ -80,20 +80,40 @@ def _limits_text(memory_field: str, memory_range: tuple[int, int, int], memory_w
 
 
 def _servers_text(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str],
-                  full: Any, line: Any, describe_call: str) -> str:
+                  full: Any, line: Any, describe_call: str, brief: Collection[str] = ()) -> str:
     if not servers:
         return "No capability servers are configured."
     parts = []
     for server in servers:
         known = tools.get(server)
+        describe = describe_call.format(server=server)
         if not known:
-            parts.append(f"// {server}: its tools are listed by {describe_call.format(server=server)}")
+            parts.append(f"// {server}: its tools are listed by {describe}")
         elif server in builtin:
             parts.append(full({server: known}).rstrip())
+        elif server in brief:
+            parts.append(_brief(server, known, describe))
         else:
-            parts.append("\n".join([f"// {server} (full declarations: {describe_call.format(server=server)})",
+            parts.append("\n".join([f"// {server} (full declarations: {describe})",
                                     *(f"//   {line(tool)}" + _first_line(tool) for tool in known)]))
     return "\n".join(parts)
+
+
+SUMMARY_LINES = 30
+"""At most this many further lines of a tool's summary in the brief form."""
+
+
+def _brief(server: str, known: Sequence[Mapping[str, Any]], describe: str) -> str:
+    """One line naming a built-in server's tools (the orientation says what it is for); a tool
+    whose summary runs over several lines (skills_list: the installed skills) adds them."""
+    lines = [f"// {server}: {', '.join(tool['name'] for tool in known)} (declarations: {describe})"]
+    for tool in known:
+        summary = [text.strip() for text in declarations.summary(tool.get("description") or "").splitlines()]
+        summary = [text[:159] + "…" if len(text) > 160 else text for text in summary if text]
+        if len(summary) > 1:
+            lines.append(f"//   {tool['name']}: {summary[0]}")
+            lines.extend(f"//     {text}" for text in summary[1:SUMMARY_LINES + 1])
+    return "\n".join(lines)
 
 
 def _first_line(tool: Mapping[str, Any]) -> str:
@@ -102,12 +122,14 @@ def _first_line(tool: Mapping[str, Any]) -> str:
     return f"  -- {first[:159] + '…' if len(first) > 160 else first}" if first else ""
 
 
-def run_js_description(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str] = ()) -> str:
-    """The description of run_js for these configured servers and known tools."""
+def run_js_description(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str] = (),
+                       brief: Collection[str] = ()) -> str:
+    """The description of run_js for these configured servers and known tools: the `builtin`
+    ones' declarations in full, the `brief` ones' tool names, the others' one line per tool."""
     declared = _servers_text(
         servers, tools, builtin, lambda listing: declarations.typescript_declarations(listing, DOC_CHARS),
         lambda tool: signatures.typescript(tool["name"], tool.get("inputSchema")),
-        'await mcp.describe("{server}")')
+        'await mcp.describe("{server}")', brief)
     return "\n\n".join([
         "Run a JavaScript script (QuickJS, ES2023; TypeScript accepted, types are stripped) in a "
         "WebAssembly sandbox; it acts on a Linux desktop through capability servers. One script can "
@@ -151,12 +173,13 @@ def run_js_description(servers: Sequence[str], tools: ToolsByServer, builtin: Co
     ])
 
 
-def run_py_description(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str] = ()) -> str:
-    """The description of run_py for these configured servers and known tools."""
+def run_py_description(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str] = (),
+                       brief: Collection[str] = ()) -> str:
+    """The description of run_py for these configured servers and known tools (as run_js's)."""
     declared = _servers_text(
         servers, tools, builtin, lambda listing: declarations.python_stubs(listing, docs=False),
         lambda tool: signatures.python(tool["name"], tool.get("inputSchema")),
-        'mcp.describe("{server}")')
+        'mcp.describe("{server}")', brief)
     return "\n\n".join([
         "Run a Python script (CPython in a WebAssembly sandbox, with numpy, pandas and scipy); it acts "
         "on a Linux desktop through capability servers. The result is what the script prints, then the "

@@ -35,7 +35,7 @@ from . import declarations, descriptions, engines
 from . import listing_cache as listing_cache_module
 from .arguments import ArgumentsError, RunJsArguments, RunPyArguments, input_schema, parse_arguments
 from .bridge import START_TIMEOUT_SECONDS, Bridge, BridgeError, tool_to_dict
-from .config import ServerConfig, builtin_servers, is_builtin
+from .config import DECLARED_IN_FULL, ServerConfig, builtin_servers, is_builtin
 from .results import error_result, to_call_tool_result
 
 logger = logging.getLogger(__name__)
@@ -123,16 +123,17 @@ class Runtime:
     def _describe(self) -> list[types.Tool]:
         names = list(self.servers)
         known = {**self._remembered, **self._live_tools()}
-        builtin = {name for name in builtin_servers() if is_builtin(name, self.servers.get(name))}
+        shipped = {name for name in builtin_servers() if is_builtin(name, self.servers.get(name))}
+        builtin, brief = shipped & DECLARED_IN_FULL, shipped - DECLARED_IN_FULL
         return [
             types.Tool(
                 name="run_js",
-                description=descriptions.run_js_description(names, known, builtin),
+                description=descriptions.run_js_description(names, known, builtin, brief),
                 input_schema=input_schema(RunJsArguments),
             ),
             types.Tool(
                 name="run_py",
-                description=descriptions.run_py_description(names, known, builtin),
+                description=descriptions.run_py_description(names, known, builtin, brief),
                 input_schema=input_schema(RunPyArguments),
             ),
         ]
