@@ -37,6 +37,7 @@ CREATE TABLE IF NOT EXISTS entries (
     created REAL NOT NULL,
     updated REAL NOT NULL
 );
+CREATE INDEX IF NOT EXISTS entries_updated ON entries(updated);
 CREATE TABLE IF NOT EXISTS entry_tags (
     entry INTEGER NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
     tag TEXT NOT NULL,
