@@ -302,7 +302,7 @@ def validation_error(tool: str, model: type[BaseModel], exc: ValidationError, *,
                      prefix: str = "") -> ToolError:
     """The `invalid_arguments` error for a failed validation: one clause per problem, each naming
     its field; an unknown field is named with the fields the tool does take."""
-    known = ", ".join(name for name in model.model_fields)
+    known = ", ".join(info.alias or name for name, info in model.model_fields.items())
     problems: list[str] = []
     first_field: str | None = None
     for error in exc.errors():

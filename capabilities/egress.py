@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
+import anyio
 import idna
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -43,6 +44,9 @@ DEFAULT_DENY: tuple[IPNetwork, ...] = (
 )
 
 ALLOW_FLAG = "codedesk desktop up --egress-allow"
+
+RESOLVE_TIMEOUT_S = 10.0
+"""How long `check_url_async` waits for a name to resolve before giving up (TimeoutError)."""
 
 # Schemes whose URLs make Chromium open a connection to their host.
 _NETWORK_SCHEMES = frozenset({"http", "https", "ws", "wss", "ftp"})
@@ -201,6 +205,26 @@ class EgressPolicy:
         """
         host = url_host(url)
         return () if host is None else self.check_host(host, resolve)
+
+
+async def check_url_async(policy: EgressPolicy, url: str, timeout: float = RESOLVE_TIMEOUT_S) -> None:
+    """`policy.check_url` for async servers: a literal address is judged at once, a name is
+    resolved on a worker thread.
+
+    Raises:
+        EgressRefused: loading `url` would connect to a refused address.
+        TimeoutError: the host did not resolve within `timeout` seconds.
+    """
+    host = url_host(url)
+    name = canonical_host(host) if host is not None else None
+    if name is None:
+        return
+    literal = literal_address(name)
+    if literal is not None:
+        policy.check_address(literal, host)
+        return
+    with anyio.fail_after(timeout):
+        await anyio.to_thread.run_sync(policy.check_host, host, abandon_on_cancel=True)
 
 
 # ---- hosts the way a browser reads them (WHATWG URL standard)

@@ -26,14 +26,16 @@ from capabilities import wire
 from capabilities.contract import ToolError, failure
 
 
-def run_server(server: Any) -> NoReturn:
-    """Serve the low-level MCP `server` on stdin/stdout until the client leaves, then exit 0."""
+def run_server(server: Any, notification_options: Any = None) -> NoReturn:
+    """Serve the low-level MCP `server` on stdin/stdout until the client leaves, then exit 0.
+    `notification_options` (the SDK's `NotificationOptions`) declares the notifications it sends,
+    such as `tools/list_changed`."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     guard(server)
 
     async def serve_stdio() -> None:
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, wire.SendableStream(write_stream), server.create_initialization_options())
+            await server.run(read_stream, wire.SendableStream(write_stream), server.create_initialization_options(notification_options))
 
     serve(lambda: anyio.run(serve_stdio))
     exit_now()

@@ -7,8 +7,12 @@ The configuration uses the common `mcpServers` format:
         "other": {"url": "https://...", "headers": {...}}           # a streamable HTTP server
     }}
 
-The built-in capability servers (`browser`, `exec`, `documents`, `files`) are the default; a user
-config file (`--config FILE` or `$CODEDESK_CONFIG`) adds servers or overrides them by name.
+The built-in capability servers (`browser`, `exec`, `documents`, `files`, `web`, `memory`) are
+the default; a user config file (`--config FILE` or `$CODEDESK_CONFIG`) adds servers or
+overrides them by name. Its `webSearch` entry names the web server's search provider (`web_search_env`):
+`{"server": "<an mcpServers name>", "tool": "...", "argument"?, "arguments"?}` or an HTTP API
+`{"url": "...{query}...", "headers"?, "results"?}`; it reaches the `web` server as
+`$CODEDESK_WEB_SEARCH` (capabilities/web/search.py reads it).
 Stdio servers get an environment built for them (`runtime/launch.py`: the locale, PATH, the
 display, `CODEDESK_*` settings but never the runtime's secrets); `env` entries are laid over it.
 A runtime running as root starts them as the desktop user.
@@ -69,8 +73,23 @@ def builtin_servers() -> dict[str, ServerConfig]:
     """The capability servers shipped with codedesk, each run with this Python."""
     return {
         name: StdioServer(command=sys.executable, args=("-m", f"capabilities.{name}"))
-        for name in ("browser", "exec", "documents", "files")
+        for name in ("browser", "exec", "documents", "files", "web", "memory")
     }
+
+
+DECLARED_IN_FULL = frozenset({"browser", "exec", "documents"})
+"""The built-in servers whose typed declarations run_js's and run_py's descriptions carry whole;
+the others (`web`, `memory`) are named there with their tools, so that both descriptions stay
+within the tools/list budget (their full declarations are one `mcp.describe(server)` away, and
+their typed functions work all the same)."""
+
+
+def is_builtin(name: str, config: ServerConfig | None) -> bool:
+    """Whether `config` runs the built-in server `name`: the same program, whatever its `env`
+    (the operator's settings for it, such as the web search provider)."""
+    shipped = builtin_servers().get(name)
+    return (shipped is not None and isinstance(config, StdioServer)
+            and (config.command, config.args, config.cwd) == (shipped.command, shipped.args, shipped.cwd))
 
 
 def parse_servers(data: Any, source: str = "config") -> dict[str, ServerConfig]:
@@ -115,7 +134,32 @@ def load_servers(path: str | os.PathLike[str] | None = None) -> dict[str, Server
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{file}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
     servers.update(parse_servers(data, str(file)))
+    search = web_search_env(data, servers, str(file))
+    web = servers.get("web")
+    if search is not None and isinstance(web, StdioServer):
+        servers["web"] = web.model_copy(update={"env": {**web.env, WEB_SEARCH_ENV: search}})
     return servers
+
+
+WEB_SEARCH_ENV = "CODEDESK_WEB_SEARCH"
+
+
+def web_search_env(data: Any, servers: dict[str, ServerConfig], source: str = "config") -> str | None:
+    """The `$CODEDESK_WEB_SEARCH` value for the config's `webSearch` entry (None without one): a
+    `server` name is replaced by that server's entry, so the web server can reach it itself."""
+    entry = data.get("webSearch") if isinstance(data, dict) else None
+    if entry is None:
+        return None
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{source}: webSearch must be an object")
+    if "server" not in entry:
+        return json.dumps(entry)
+    name = entry["server"]
+    target = servers.get(name) if isinstance(name, str) else None
+    if target is None or name in ("web", "memory"):
+        raise ConfigError(f"{source}: webSearch.server must name a search server of mcpServers, not {name!r}")
+    rest = {key: value for key, value in entry.items() if key != "server"}
+    return json.dumps({**rest, "mcp": target.model_dump(mode="json", exclude_none=True)})
 
 
 def _first_error(exc: ValidationError) -> str:

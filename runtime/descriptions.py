@@ -2,9 +2,8 @@
 
 Each is: what the tool is for; an orientation (the screen, where files live, what persists,
 which capability to use); the guest API; the limits; worked examples; then the typed
-declarations of the spec's servers' tools in full (TypeScript for run_js, Python stubs for
-run_py, `declarations.py`), one line naming the tools of each other built-in server, and one
-line per tool of servers added by config (their full
+declarations of every built-in server's tools in full (TypeScript for run_js, Python stubs for
+run_py, `declarations.py`) and one line per tool of servers added by config (their full
 declarations are one `mcp.describe(server)` away). They are regenerated whenever the known tool
 listing changes.
 """
@@ -34,11 +33,6 @@ DOC_CHARS = 0
 every operation, field and result type of the built-in servers, fit the tools/list budget
 (40 KB); `mcp.describe(server, tool)` gives the declarations with every doc whole."""
 
-DECLARED_IN_FULL = frozenset({"browser", "exec", "documents"})
-"""The spec's servers, declared in full in both descriptions. The built-in servers beyond it
-(`files`, ...) are named with their tools in one line each: in full they would take the
-tools/list answer past its budget (40 KB); `mcp.describe(server)` gives their declarations."""
-
 # The spec's exec example, word for word: it must run unchanged.
 SPEC_EXEC_EXAMPLE = """\
 const call = async (tool, args) => JSON.parse((await mcp.callTool("exec", tool, args)).content[0].text);
@@ -59,11 +53,12 @@ Files: /data is the session's data directory; the desktop user's home is /data/h
 start there; "~" in documents paths); downloads land in /data/chrome/Downloads. documents and browser \
 uploads take paths under the home or /data; programs reach what the desktop user can.
 What persists between runs: named browser tabs (with their pages), files, exec commands and their \
-logs (7 days). What does not: your script's variables; each run starts fresh.
+logs (7 days), what you remember (memory). What does not: your script's variables; each run starts fresh.
 Which capability: browser_execute for anything inside a web page (selectors and refs, no pixels); \
 desktop_execute for what no page contains: the browser's own interface and dialogs, the file \
 chooser, other windows, the clipboard; exec for programs; files to read, write, edit and search \
-text files; documents for PDFs, Office files, images."""
+text files; documents for PDFs, Office files, images; web to read a page as markdown without a tab (fetch; fetch_rendered runs its scripts); memory to keep \
+and recall what you learn, and the session's skills (skills_list names them below)."""
 
 
 def _mib(n: int) -> str:
@@ -84,24 +79,41 @@ def _limits_text(memory_field: str, memory_range: tuple[int, int, int], memory_w
     )
 
 
-def _servers_text(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str], named: Collection[str],
-                  full: Any, line: Any, describe_call: str) -> str:
+def _servers_text(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str],
+                  full: Any, line: Any, describe_call: str, brief: Collection[str] = ()) -> str:
     if not servers:
         return "No capability servers are configured."
     parts = []
     for server in servers:
         known = tools.get(server)
+        describe = describe_call.format(server=server)
         if not known:
-            parts.append(f"// {server}: its tools are listed by {describe_call.format(server=server)}")
+            parts.append(f"// {server}: its tools are listed by {describe}")
         elif server in builtin:
             parts.append(full({server: known}).rstrip())
-        elif server in named:
-            parts.append(f"// {server}: {', '.join(tool['name'] for tool in known)} "
-                         f"(declarations: {describe_call.format(server=server)})")
+        elif server in brief:
+            parts.append(_brief(server, known, describe))
         else:
-            parts.append("\n".join([f"// {server} (full declarations: {describe_call.format(server=server)})",
+            parts.append("\n".join([f"// {server} (full declarations: {describe})",
                                     *(f"//   {line(tool)}" + _first_line(tool) for tool in known)]))
     return "\n".join(parts)
+
+
+SUMMARY_LINES = 30
+"""At most this many further lines of a tool's summary in the brief form."""
+
+
+def _brief(server: str, known: Sequence[Mapping[str, Any]], describe: str) -> str:
+    """One line naming a built-in server's tools (the orientation says what it is for); a tool
+    whose summary runs over several lines (skills_list: the installed skills) adds them."""
+    lines = [f"// {server}: {', '.join(tool['name'] for tool in known)} (declarations: {describe})"]
+    for tool in known:
+        summary = [text.strip() for text in declarations.summary(tool.get("description") or "").splitlines()]
+        summary = [text[:159] + "…" if len(text) > 160 else text for text in summary if text]
+        if len(summary) > 1:
+            lines.append(f"//   {tool['name']}: {summary[0]}")
+            lines.extend(f"//     {text}" for text in summary[1:SUMMARY_LINES + 1])
+    return "\n".join(lines)
 
 
 def _first_line(tool: Mapping[str, Any]) -> str:
@@ -111,13 +123,13 @@ def _first_line(tool: Mapping[str, Any]) -> str:
 
 
 def run_js_description(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str] = (),
-                       named: Collection[str] = ()) -> str:
-    """The description of run_js for these configured servers and known tools: `builtin` ones
-    declared in full, `named` ones by their tools' names, others one line per tool."""
+                       brief: Collection[str] = ()) -> str:
+    """The description of run_js for these configured servers and known tools: the `builtin`
+    ones' declarations in full, the `brief` ones' tool names, the others' one line per tool."""
     declared = _servers_text(
-        servers, tools, builtin, named, lambda listing: declarations.typescript_declarations(listing, DOC_CHARS),
+        servers, tools, builtin, lambda listing: declarations.typescript_declarations(listing, DOC_CHARS),
         lambda tool: signatures.typescript(tool["name"], tool.get("inputSchema")),
-        'await mcp.describe("{server}")')
+        'await mcp.describe("{server}")', brief)
     return "\n\n".join([
         "Run a JavaScript script (QuickJS, ES2023; TypeScript accepted, types are stripped) in a "
         "WebAssembly sandbox; it acts on a Linux desktop through capability servers. One script can "
@@ -162,12 +174,12 @@ def run_js_description(servers: Sequence[str], tools: ToolsByServer, builtin: Co
 
 
 def run_py_description(servers: Sequence[str], tools: ToolsByServer, builtin: Collection[str] = (),
-                       named: Collection[str] = ()) -> str:
+                       brief: Collection[str] = ()) -> str:
     """The description of run_py for these configured servers and known tools (as run_js's)."""
     declared = _servers_text(
-        servers, tools, builtin, named, lambda listing: declarations.python_stubs(listing, docs=False),
+        servers, tools, builtin, lambda listing: declarations.python_stubs(listing, docs=False),
         lambda tool: signatures.python(tool["name"], tool.get("inputSchema")),
-        'mcp.describe("{server}")')
+        'mcp.describe("{server}")', brief)
     return "\n\n".join([
         "Run a Python script (CPython in a WebAssembly sandbox, with numpy, pandas and scipy); it acts "
         "on a Linux desktop through capability servers. The result is what the script prints, then the "

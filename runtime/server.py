@@ -35,7 +35,7 @@ from . import declarations, descriptions, engines
 from . import listing_cache as listing_cache_module
 from .arguments import ArgumentsError, RunJsArguments, RunPyArguments, input_schema, parse_arguments
 from .bridge import START_TIMEOUT_SECONDS, Bridge, BridgeError, tool_to_dict
-from .config import ServerConfig, builtin_servers
+from .config import DECLARED_IN_FULL, ServerConfig, builtin_servers, is_builtin
 from .results import error_result, to_call_tool_result
 
 logger = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ class Runtime:
         the last one with the same configuration (then they start in the background, and a changed
         listing is announced with tools/list_changed); a server that cannot start is named there."""
         if not self._listed_once:
-            builtin = [name for name, config in builtin_servers().items() if self.servers.get(name) == config]
+            builtin = [name for name in builtin_servers() if is_builtin(name, self.servers.get(name))]
             unknown = [name for name in builtin if name not in self._remembered]
             with anyio.move_on_after(START_TIMEOUT_SECONDS):
                 async with anyio.create_task_group() as tg:
@@ -123,18 +123,17 @@ class Runtime:
     def _describe(self) -> list[types.Tool]:
         names = list(self.servers)
         known = {**self._remembered, **self._live_tools()}
-        shipped = {name for name, config in builtin_servers().items() if self.servers.get(name) == config}
-        builtin = shipped & descriptions.DECLARED_IN_FULL
-        named = shipped - builtin
+        shipped = {name for name in builtin_servers() if is_builtin(name, self.servers.get(name))}
+        builtin, brief = shipped & DECLARED_IN_FULL, shipped - DECLARED_IN_FULL
         return [
             types.Tool(
                 name="run_js",
-                description=descriptions.run_js_description(names, known, builtin, named),
+                description=descriptions.run_js_description(names, known, builtin, brief),
                 input_schema=input_schema(RunJsArguments),
             ),
             types.Tool(
                 name="run_py",
-                description=descriptions.run_py_description(names, known, builtin, named),
+                description=descriptions.run_py_description(names, known, builtin, brief),
                 input_schema=input_schema(RunPyArguments),
             ),
         ]

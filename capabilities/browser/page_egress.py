@@ -14,15 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio
-
-from capabilities.egress import EgressConfigError, EgressPolicy, EgressRefused, canonical_host, literal_address, url_host
+from capabilities.egress import RESOLVE_TIMEOUT_S, EgressConfigError, EgressPolicy, EgressRefused
+from capabilities.egress import check_url_async as check_url
 from capabilities.session import SessionInfo
 
 from . import page_ops as ops
 from .errors import Refused
-
-RESOLVE_TIMEOUT_S = 10.0
 
 
 async def refuse_egress(operations: list[Any], info: SessionInfo) -> Refused | None:
@@ -53,18 +50,3 @@ async def refuse_egress(operations: list[Any], info: SessionInfo) -> Refused | N
         return None
     return Refused("; ".join(problems), step=first, field="params.url",
                    hint="nothing ran; the session's egress policy decides which addresses pages may reach")
-
-
-async def check_url(policy: EgressPolicy, url: str) -> None:
-    """Raise `EgressRefused` if loading `url` connects to a refused address; names are resolved
-    on a worker thread (TimeoutError after RESOLVE_TIMEOUT_S)."""
-    host = url_host(url)
-    name = canonical_host(host) if host is not None else None
-    if name is None:
-        return
-    literal = literal_address(name)
-    if literal is not None:
-        policy.check_address(literal, host)
-        return
-    with anyio.fail_after(RESOLVE_TIMEOUT_S):
-        await anyio.to_thread.run_sync(policy.check_host, host, abandon_on_cancel=True)

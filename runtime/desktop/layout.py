@@ -173,7 +173,8 @@ class SessionLayout:
     @property
     def user_dirs(self) -> tuple[Path, ...]:
         """The folders the desktop user owns (and the capability servers write)."""
-        return (self.home, self.chrome, self.data / "exec", self.data / "browser")
+        return (self.home, self.chrome, self.data / "exec", self.data / "browser", self.data / "memory",
+                self.data / "skills")
 
     @property
     def state_file(self) -> Path:

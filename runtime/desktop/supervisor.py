@@ -242,7 +242,7 @@ class Supervisor:
             if self.user.switch:
                 os.chown(folder, self.user.uid, self.user.gid, follow_symlinks=False)
         if self.user.switch:
-            for folder in (lay.data / "exec", lay.data / "browser"):
+            for folder in (lay.data / "exec", lay.data / "browser", lay.data / "memory"):
                 self._reclaim(folder)
 
     def _reclaim(self, folder: Path) -> None:

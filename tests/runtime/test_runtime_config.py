@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from runtime.config import ConfigError, HttpServer, StdioServer, builtin_servers, load_servers, parse_servers
+from runtime.config import ConfigError, HttpServer, StdioServer, builtin_servers, is_builtin, load_servers, parse_servers
 
 
 def write(tmp_path, data) -> str:
@@ -17,10 +17,10 @@ def write(tmp_path, data) -> str:
 
 
 def test_builtin_servers_are_the_default(monkeypatch) -> None:
-    """Without a config file the runtime offers browser, exec, documents and files, run by this Python."""
+    """Without a config file the runtime offers browser, exec, documents, files, web and memory, run by this Python."""
     monkeypatch.delenv("CODEDESK_CONFIG", raising=False)
     servers = load_servers()
-    assert list(servers) == ["browser", "exec", "documents", "files"]
+    assert list(servers) == ["browser", "exec", "documents", "files", "web", "memory"]
     assert servers["exec"] == StdioServer(command=sys.executable, args=("-m", "capabilities.exec"))
 
 
@@ -31,7 +31,7 @@ def test_user_config_adds_and_overrides_servers(tmp_path) -> None:
         "remote": {"url": "https://example.test/mcp", "headers": {"Authorization": "Bearer x"}},
     }})
     servers = load_servers(path)
-    assert list(servers) == ["browser", "exec", "documents", "files", "remote"]
+    assert list(servers) == ["browser", "exec", "documents", "files", "web", "memory", "remote"]
     assert servers["exec"] == StdioServer(command="my-exec", args=("--fast",), env={"A": "1"})
     assert servers["remote"] == HttpServer(url="https://example.test/mcp", headers={"Authorization": "Bearer x"})
 
@@ -71,3 +71,25 @@ def test_http_entry_needs_http_url() -> None:
 def test_builtin_servers_inherit_environment() -> None:
     """Built-in servers carry no env of their own: they inherit the runtime's (CODEDESK_DATA)."""
     assert all(server.env == {} for server in builtin_servers().values())
+
+
+def test_web_search_entry_reaches_the_web_server(tmp_path):
+    """The operator names the search provider once, in the config; the web server gets it, a
+    named MCP server resolved to its entry, and stays a built-in (its declarations stay whole)."""
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({
+        "mcpServers": {"brave": {"command": "brave-mcp", "args": ["--stdio"], "env": {"KEY": "k"}}},
+        "webSearch": {"server": "brave", "tool": "brave_web_search"},
+    }))
+    servers = load_servers(config)
+    search = json.loads(servers["web"].env["CODEDESK_WEB_SEARCH"])
+    assert search == {"tool": "brave_web_search",
+                      "mcp": {"command": "brave-mcp", "args": ["--stdio"], "env": {"KEY": "k"}}}
+    assert is_builtin("web", servers["web"]) and not is_builtin("web", servers["brave"])
+
+
+def test_web_search_entry_naming_no_server_is_refused(tmp_path):
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"webSearch": {"server": "nowhere", "tool": "search"}}))
+    with pytest.raises(ConfigError, match="webSearch.server"):
+        load_servers(config)

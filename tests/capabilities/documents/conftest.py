@@ -6,17 +6,15 @@ result builder), checks the result against the tool's output schema, and returns
 
 from __future__ import annotations
 
-import functools
 import itertools
 import shutil
 from pathlib import Path
 
 import anyio
-import jsonschema
 import pytest
 
 from capabilities.contract import ERROR_KINDS
-from tests.fixtures.contract import image_indices
+from tests.fixtures.contract import check_contract as shared_check_contract
 from capabilities.documents.libreoffice import OfficeConverter
 from capabilities.documents.paths import Roots
 from capabilities.documents.server import REGISTRY, call_tool
@@ -64,21 +62,9 @@ def scratch(docs_dir: Path) -> Path:
     return folder
 
 
-@functools.cache
-def output_validator(tool: str) -> jsonschema.Draft202012Validator:
-    schemas = {t.name: t.output_schema for t in REGISTRY.list_tools()}
-    return jsonschema.Draft202012Validator(schemas[tool])
-
-
 def check_contract(tool: str, result) -> None:
-    """The result keeps the one contract: structured content valid against the tool's output
-    schema, a text block first, and every image block pointed at by one `image_index`."""
-    output_validator(tool).validate(result.structured_content)
-    assert result.content and result.content[0].type == "text"
-    images = [block for block in result.content if block.type == "image"]
-    assert [block.type for block in result.content[1:]] == ["image"] * len(images)
-    indices = sorted(image_indices(result.structured_content))
-    assert indices == list(range(len(images))), f"image_index values {indices} for {len(images)} image(s)"
+    """The result keeps the one contract (`tests.fixtures.contract.check_contract`)."""
+    shared_check_contract(REGISTRY, tool, result)
 
 
 @pytest.fixture
