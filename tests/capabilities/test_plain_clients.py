@@ -59,7 +59,40 @@ CALLS: dict[str, dict[str, Case]] = {
         "delete": lambda seen: {"path": "~/plain-client/c.txt"},
         "restore": lambda seen: {"trash_id": seen["delete"]["trash_id"]},
     },
+    "web": {},  # filled per test: the pages server's address is known then
+    "memory": {
+        "remember": lambda seen: {"key": "plain-client", "text": "a plain client reads the text block", "tags": ["t"]},
+        "recall": lambda seen: {"query": "plain client"},
+        "get": lambda seen: {"key": "plain-client"},
+        "list": lambda seen: {"tags": ["t"]},
+        "forget": lambda seen: {"key": "plain-client"},
+        "skills_list": lambda seen: {},
+        "skills_read": lambda seen: {"name": "plain-skill"},
+    },
 }
+
+
+def _web_cases(pages) -> dict[str, Case]:
+    return {
+        "fetch": lambda seen: {"url": pages.url("/web_article.html")},
+        "fetch_rendered": lambda seen: {"url": pages.url("/web_article.html")},
+        "fetch_image": lambda seen: {"url": pages.url("/web_image.png")},
+        "search": lambda seen: {"query": "fruit report"},
+    }
+
+
+@pytest.fixture(scope="module")
+def skills_root(desktop_session) -> Path:
+    """A skills folder (on $CODEDESK_SKILLS_PATH) with one skill, the desktop user's."""
+    user = pwd.getpwnam(desktop_session.info.user)
+    root = desktop_session.info.home / "plain-client-skills"
+    (root / "plain-skill").mkdir(parents=True, exist_ok=True)
+    (root / "plain-skill" / "SKILL.md").write_text(
+        "---\nname: plain-skill\ndescription: A skill a plain client reads.\n---\nDo it plainly.\n")
+    for path in [root, *root.rglob("*")]:
+        os.chown(path, user.pw_uid, user.pw_gid)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -95,13 +128,19 @@ def _params(name: str, session, extra_env: dict[str, str]) -> StdioServerParamet
 
 
 @pytest.mark.parametrize("server", sorted(builtin_servers()))
-async def test_every_tool_answers_its_whole_result_in_the_text(server, desktop_session, documents_root):
+async def test_every_tool_answers_its_whole_result_in_the_text(server, desktop_session, documents_root,
+                                                               skills_root, pages_server):
     """A client that ignores structuredContent must still read everything the tool returned."""
     cases = dict(CALLS[server])
     extra: dict[str, str] = {}
     if server == "documents":
         cases = {tool: (lambda seen, make=make: make(documents_root)) for tool, make in DOCUMENTS.items()}
         extra["CODEDESK_DOCUMENT_ROOTS"] = str(documents_root)
+    elif server == "web":
+        cases = _web_cases(pages_server)
+        extra["CODEDESK_WEB_SEARCH"] = json.dumps({"url": pages_server.url("/web_search.json?q={query}")})
+    elif server == "memory":
+        extra["CODEDESK_SKILLS_PATH"] = str(skills_root)
     with open(os.devnull, "w") as quiet:
         async with stdio_client(_params(server, desktop_session, extra), errlog=quiet) as (read, write), \
                 ClientSession(read, write) as client:

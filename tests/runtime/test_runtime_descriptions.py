@@ -66,7 +66,7 @@ def test_py_description_uses_python_spelling() -> None:
 def test_builtin_servers_beyond_the_spec_are_named_with_their_tools() -> None:
     """files and the like are one line each (their declarations one describe away): in full they
     would take tools/list past its budget."""
-    text = run_js_description(["test"], TOOLS, named={"test"})
+    text = run_js_description(["test"], TOOLS, brief={"test"})
     assert '// test: echo (declarations: await mcp.describe("test"))' in text
     assert "declare namespace tools.test" not in text
-    assert 'mcp.describe("test")' in run_py_description(["test"], TOOLS, named={"test"})
+    assert 'mcp.describe("test")' in run_py_description(["test"], TOOLS, brief={"test"})
