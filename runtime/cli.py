@@ -126,6 +126,7 @@ def _serve(args: argparse.Namespace) -> int:
             return 2
     from runtime import engines
 
+    engines.bound_malloc_arenas()
     engines.prepare("js")  # makes the JS engine in a thread while the config and SDK import
     servers = _load(args.config)
     import anyio

@@ -7,6 +7,8 @@ whatever is left.
 
 from __future__ import annotations
 
+import ctypes
+import os
 import threading
 from concurrent.futures import Future
 from typing import Any
@@ -15,6 +17,23 @@ import anyio
 
 _engines: dict[str, Future[Any]] = {}
 _lock = threading.Lock()
+
+MALLOC_ARENAS = 2
+_M_ARENA_MAX = -8  # glibc's mallopt parameter
+
+
+def bound_malloc_arenas() -> None:
+    """Let glibc's malloc keep at most `MALLOC_ARENAS` heaps. By default each thread that
+    allocates while another does gets a heap of its own, up to eight per core, and the runs'
+    many threads leave each one fragmented: over 2,400 generated scripts the runtime grew from
+    130 MB to 480 MB, against 230 MB with two. Call before the process starts threads; an
+    operator's `MALLOC_ARENA_MAX` is left as set."""
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return
+    try:
+        ctypes.CDLL(None).mallopt(_M_ARENA_MAX, MALLOC_ARENAS)
+    except (OSError, AttributeError):  # not glibc: its allocator has its own rules
+        pass
 
 
 def _create(language: str) -> Any:

@@ -24,6 +24,7 @@ driven through internals that may have changed.
 from __future__ import annotations
 
 import math
+import struct
 import time
 from collections.abc import Callable
 from typing import Any
@@ -63,6 +64,45 @@ def _check_version() -> None:
         )
 
 
+_WELL_FORMED_SOURCE = "(() => { const apply = Reflect.apply, w = String.prototype.toWellFormed; " \
+                      "return (s) => apply(w, s, []); })()"
+"""Made in each VM before any script runs, so no script can change what it does."""
+
+
+def _get_string(self: Any, handle: int) -> str:
+    """quickjs-rs's string accessor (`_Instance._get_string`), for any string. The guest refuses
+    to hand out one holding a lone surrogate (a status, not the text), and quickjs-rs then loses
+    it: a thrown Error's message read as "", a value as a failure. Such a string is read again
+    through the VM's own `toWellFormed` (`GuestVm`), each lone surrogate as U+FFFD."""
+    status = self.c("get_string", handle)
+    if status == _engine.STATUS_OK:
+        return self.take_result().decode()
+    repair = getattr(self, "codedesk_well_formed", None)
+    if repair is not None and self._type_name(handle) == "string":
+        argv = self.alloc_write(struct.pack("<i", handle))
+        out = self.alloc_out()
+        this = self.c("new_undefined")
+        try:
+            status = self.c("call_function", repair, this, argv, 1, out)
+            repaired = self.read_i32(out)
+        finally:
+            self.free(argv, 4)
+            self.free(out, 4)
+            self.c("free_value", this)
+        if status == _engine.STATUS_OK:
+            try:
+                if self.c("get_string", repaired) == _engine.STATUS_OK:
+                    return self.take_result().decode()
+            finally:
+                self.c("free_value", repaired)
+        else:
+            self.take_exception()  # clear what the call left pending
+    raise _engine.MarshalError(f"get_string status={status}")
+
+
+_engine._Instance._get_string = _get_string
+
+
 def memory_cap(heap_bytes: int) -> int:
     """The wasm linear memory allowed a VM whose JS heap is `heap_bytes`: three times the heap
     (QuickJS's allocator leaves holes as arrays and maps grow) and room for the engine."""
@@ -87,6 +127,8 @@ class GuestVm:
             self._store.set_limits(memory_size=self.memory_cap)
             self._ctx.set_host_call_dispatcher(lambda fn_id, args: host(*args))
             self._ctx.register_host_function("__host", 1, False)
+            self._well_formed = self._ctx.eval_handle(_WELL_FORMED_SOURCE, promise=False, filename="<input>")
+            inst.codedesk_well_formed = self._well_formed._require_live()
         except BaseException:
             self.close()
             raise
@@ -170,5 +212,10 @@ class GuestVm:
             return
         self.closed = True
         self._rt.clear_interrupt_handler()
+        self._ctx._inst.codedesk_well_formed = None
+        try:
+            self.dispose(getattr(self, "_well_formed", None))
+        except GUEST_FAILURES:
+            pass  # a VM that cannot run any more: closing it is all that is left
         self._ctx.close()
         self._rt.close()

@@ -38,7 +38,9 @@ def assert_answers(rt: RuntimeClient) -> None:
     ('artifact("x\\uD800"); "done"', "done"),
     ('await mcp.callTool("test", "echo", {text: "e\\uD800"}).then((r) => r.content[0].text)', f"e{REPLACEMENT}"),
     ('await Promise.reject(new Error("m\\uD800"))', f"Error: m{REPLACEMENT}"),
-], ids=["value", "console", "halves", "pair", "keys", "artifact", "tool-args", "error"])
+    ('throw new Error("s\\uD800")', f"Error: s{REPLACEMENT}"),
+    ('throw "t\\uDC00"', f"t{REPLACEMENT}"),
+], ids=["value", "console", "halves", "pair", "keys", "artifact", "tool-args", "error", "sync-throw", "sync-throw-string"])
 def test_a_lone_surrogate_reaches_the_agent_as_a_replacement_character(rt: RuntimeClient, code, expected):
     """run_js text holding a lone surrogate answers with U+FFFD in its place, and the next call works."""
     out = rt.run_js(code)
