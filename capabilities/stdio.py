@@ -35,7 +35,8 @@ def run_server(server: Any, notification_options: Any = None) -> NoReturn:
 
     async def serve_stdio() -> None:
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, wire.SendableStream(write_stream), server.create_initialization_options(notification_options))
+            await server.run(wire.ReadableStream(read_stream), wire.SendableStream(write_stream),
+                             server.create_initialization_options(notification_options))
 
     serve(lambda: anyio.run(serve_stdio))
     exit_now()

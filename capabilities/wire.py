@@ -14,6 +14,10 @@ transport error. So:
 - `SendableStream` wraps a stdio write stream: a notification or a request to the client that
   cannot be serialized is dropped with a log line instead of ending the connection (responses
   are already checked by the middleware).
+- `ReadableStream` wraps a read stream, the other way: JSON may escape a lone surrogate
+  (`"\\ud800"`, what Python's `json.dumps` writes for one), and pydantic's parser refuses the
+  whole message, which the SDK then drops: a request or answer that never arrives. Such a
+  message is parsed again with each lone surrogate as U+FFFD (`parse_message`).
 
 Text is made valid Unicode long before this (the sandbox's and the contract's `well_formed`);
 this only catches what a bug lets through.
@@ -21,15 +25,20 @@ this only catches what a bug lets through.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pydantic_core
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+from capabilities.contract import well_formed
 
 log = logging.getLogger("codedesk.wire")
 
@@ -115,4 +124,75 @@ class SendableStream:
         return await self._inner.__aexit__(exc_type, exc, tb)
 
     def __getattr__(self, name: str) -> Any:  # anything else the SDK reads off its stream
+        return getattr(self._inner, name)
+
+
+def parse_message(line: str | bytes) -> types.JSONRPCMessage:
+    """One JSON-RPC message as the SDK's transports parse it, except that a lone surrogate
+    escape becomes U+FFFD rather than fail the message. Raises ValueError for what is not
+    JSON-RPC."""
+    try:
+        return types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValidationError as exc:
+        repaired = _with_surrogates_replaced(exc)
+        if repaired is None:
+            raise
+        return repaired
+
+
+def _with_surrogates_replaced(exc: ValidationError) -> types.JSONRPCMessage | None:
+    """The message `exc` refused as invalid JSON, when Python's own parser (which takes lone
+    surrogate escapes) reads it; each lone surrogate is then U+FFFD."""
+    errors = exc.errors()
+    if len(errors) != 1 or errors[0]["type"] != "json_invalid" or not isinstance(errors[0]["input"], str | bytes):
+        return None
+    try:
+        data = json.loads(errors[0]["input"])
+    except ValueError:
+        return None
+    try:
+        return types.jsonrpc_message_adapter.validate_python(well_formed(data), by_name=False)
+    except ValidationError:
+        return None
+
+
+class ReadableStream:
+    """A transport's read stream whose messages refused for a lone surrogate escape are parsed
+    again (`parse_message`) instead of being dropped; everything else passes as it came."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    async def receive(self) -> SessionMessage | Exception:
+        item = await self._inner.receive()
+        if isinstance(item, ValidationError):
+            repaired = _with_surrogates_replaced(item)
+            if repaired is not None:
+                return SessionMessage(repaired)
+        return item
+
+    def __aiter__(self) -> ReadableStream:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def close(self) -> None:
+        self._inner.close()
+
+    async def __aenter__(self) -> ReadableStream:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> bool | None:
+        return await self._inner.__aexit__(exc_type, exc, tb)
+
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

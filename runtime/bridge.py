@@ -38,6 +38,8 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
+from capabilities import wire
+
 from .config import HttpServer, ServerConfig, StdioServer
 from .launch import server_account, server_command, server_environment, spawned_stdio_client
 
@@ -204,7 +206,7 @@ class _Link:
                 finally:
                     if errlog is not sys.stderr:
                         errlog.close()  # the server has its copy
-                read = _EndWatch(read, self.ended)
+                read = _EndWatch(wire.ReadableStream(read), self.ended)
                 session = await stack.enter_async_context(ClientSession(read, write, message_handler=self._on_message))
                 # Only plain awaits inside the deadline: a cancel scope must not wrap entered task groups.
                 with anyio.fail_after(START_TIMEOUT_SECONDS):

@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
-import mcp_types as types
 from mcp.shared.message import SessionMessage
 
+from capabilities import wire
 from capabilities.containment import Delegation, join_argv, server_group
 from capabilities.session import SessionNotFound, data_dir, read_session
 
@@ -198,8 +198,7 @@ async def spawned_stdio_client(
                 *lines, buffer = (buffer + chunk).split(b"\n")
                 for line in lines:
                     try:
-                        message: SessionMessage | Exception = SessionMessage(
-                            types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+                        message: SessionMessage | Exception = SessionMessage(wire.parse_message(line))
                     except ValueError as exc:
                         logger.warning("server %s wrote a line that is not JSON-RPC: %r", command, line[:200])
                         message = exc

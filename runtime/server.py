@@ -382,7 +382,8 @@ async def serve_stdio(servers: Mapping[str, ServerConfig], start_servers: bool =
     async with Runtime(servers, start_servers=start_servers) as runtime:
         server = build_server(runtime)
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, wire.SendableStream(write_stream), initialization_options(server))
+            await server.run(wire.ReadableStream(read_stream), wire.SendableStream(write_stream),
+                             initialization_options(server))
 
 
 HEALTH_PATH = "/healthz"

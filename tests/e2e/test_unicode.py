@@ -6,11 +6,16 @@ call as an internal error and the server goes on serving."""
 from __future__ import annotations
 
 import json
+import select
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from tests.fixtures.runtime import RuntimeClient, runtime_env, start_runtime, write_test_server_config
+from tests.fixtures.runtime import CODEDESK, RuntimeClient, runtime_env, start_runtime, write_test_server_config
 
 REPLACEMENT = "\ufffd"
 
@@ -19,7 +24,8 @@ REPLACEMENT = "\ufffd"
 def rt(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RuntimeClient]:
     """A runtime with the test server, one per transport, shared by this module's tests."""
     data = tmp_path_factory.mktemp(f"unicode-{request.param}")
-    config = write_test_server_config(data / "servers.json")
+    raw = {"command": sys.executable, "args": [str(Path(__file__).parents[1] / "raw_escapes_server.py")]}
+    config = write_test_server_config(data / "servers.json", extra={"raw": raw})
     with start_runtime(runtime_env(data), config=config, transport=request.param) as client:
         yield client
 
@@ -82,6 +88,49 @@ def test_an_unsendable_result_fails_its_call_alone(rt: RuntimeClient) -> None:
     assert rt.run_js('(await mcp.callTool("test", "pid", {})).content[0].text').text == before
     assert rt.run_js('(await mcp.callTool("test", "echo", {text: "next"})).content[0].text').text == "next"
     assert_answers(rt)
+
+
+def test_a_servers_escaped_lone_surrogates_reach_the_agent(rt: RuntimeClient) -> None:
+    """A server writing JSON by hand may escape a lone surrogate ("\\ud800", valid JSON that the
+    SDK's parser refuses, so its answer was dropped and the call waited out its timeout): the
+    answer arrives, each lone surrogate as U+FFFD."""
+    out = rt.run_js('JSON.stringify(await mcp.callTool("raw", "lone", {}))', timeout_seconds=20)
+    assert not out.is_error, out.text
+    result = json.loads(out.text)
+    assert result["content"][0]["text"] == f"x{REPLACEMENT}y"
+    assert result["structuredContent"] == {f"k{REPLACEMENT}": f"x{REPLACEMENT}y"}
+    assert_answers(rt)
+
+
+def test_a_request_escaping_a_lone_surrogate_is_answered(tmp_path: Path) -> None:
+    """A client whose JSON escapes a lone surrogate in run_js's code (Python's json.dumps does)
+    gets its answer over stdio, with U+FFFD in place of the surrogate."""
+    with subprocess.Popen([CODEDESK, "serve"], env=runtime_env(tmp_path), stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as process:
+        def send(message: dict) -> None:
+            process.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+            process.stdin.flush()
+
+        def answer(request_id: int) -> dict:
+            deadline = time.monotonic() + 60
+            while select.select([process.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                line = process.stdout.readline()
+                assert line, f"the runtime closed its stdout before answering request {request_id}"
+                if json.loads(line).get("id") == request_id:
+                    return json.loads(line)
+            raise AssertionError(f"no answer to request {request_id} in 60 s")
+
+        try:
+            send({"id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}})
+            assert "result" in answer(1)
+            send({"method": "notifications/initialized"})
+            send({"id": 2, "method": "tools/call", "params": {"name": "run_js", "arguments": {"code": '"s\ud800"'}}})
+            result = answer(2)["result"]
+            assert result["isError"] is False, result
+            assert result["content"][0]["text"] == f"s{REPLACEMENT}"
+        finally:
+            process.kill()
 
 
 PAGE_SETUP = """
