@@ -127,7 +127,7 @@ def load() -> str:
         if module is None:
             module, how = wasmtime.Module(engine, wasm), "compiled"
             if path is not None:
-                _write(path, module.serialize())
+                write_private(path, module.serialize())
         # What quickjs-rs's own first use would build (`_engine._quickjs_artifact`).
         shared._SHARED_ARTIFACTS[_KEY] = shared.SharedWasmArtifact(
             module=module, linker=_engine._build_shared_linker(engine), build_id=digest
@@ -135,7 +135,9 @@ def load() -> str:
         return how
 
 
-def _cache_file(digest: bytes) -> Path | None:
+def private_cache_dir() -> Path | None:
+    """The cache directory, made if missing; None (with a warning) when it is not this user's
+    alone, or cannot be made."""
     folder = cache_dir()
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -144,6 +146,13 @@ def _cache_file(digest: bytes) -> Path | None:
             return None
     except OSError as exc:
         logger.warning("not using the wasm cache %s: %s", folder, exc)
+        return None
+    return folder
+
+
+def _cache_file(digest: bytes) -> Path | None:
+    folder = private_cache_dir()
+    if folder is None:
         return None
     epochs = "-epochs" if EPOCHS else ""  # compiled with the checks, or without: not interchangeable
     return folder / f"quickjs-{digest.hex()[:32]}-wasmtime{_wasmtime_version()}{epochs}.cwasm"
@@ -162,7 +171,7 @@ def _deserialize(engine: wasmtime.Engine, path: Path) -> wasmtime.Module | None:
         return None
 
 
-def _write(path: Path, data: bytes) -> None:
+def write_private(path: Path, data: bytes) -> None:
     """Write atomically (a reader never sees half a file), 0600 from the start."""
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".quickjs-", suffix=".tmp")
@@ -175,6 +184,11 @@ def _write(path: Path, data: bytes) -> None:
             raise
     except OSError as exc:
         logger.warning("could not write the wasm cache %s: %s", path, exc)
+
+
+def is_private(path: Path) -> bool:
+    """Whether `path` is a file of this user's alone (mode 0600 or less, one link)."""
+    return _private(path, is_dir=False)
 
 
 def _private(path: Path, *, is_dir: bool) -> bool:

@@ -23,6 +23,7 @@ driven through internals that may have changed.
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 import time
@@ -32,6 +33,7 @@ from typing import Any
 import wasmtime
 from quickjs_rs import _engine
 
+from sandbox._jsimage import Image, from_image
 from sandbox._jsmodule import EPOCH_TICK, FAR_EPOCH
 
 _FOR_VERSION = "0.2.6"
@@ -53,6 +55,7 @@ EPOCH_GRACE_SECONDS = 0.3
 _MIN_MEMORY = 16 << 20  # linear memory the engine needs beyond the JS heap
 
 
+@functools.cache
 def _check_version() -> None:
     from importlib.metadata import version
 
@@ -64,7 +67,7 @@ def _check_version() -> None:
         )
 
 
-_WELL_FORMED_SOURCE = "(() => { const apply = Reflect.apply, w = String.prototype.toWellFormed; " \
+WELL_FORMED_SOURCE = "(() => { const apply = Reflect.apply, w = String.prototype.toWellFormed; " \
                       "return (s) => apply(w, s, []); })()"
 """Made in each VM before any script runs, so no script can change what it does."""
 
@@ -112,26 +115,45 @@ def memory_cap(heap_bytes: int) -> int:
 class GuestVm:
     """A fresh QuickJS VM with one sync host function, `host`, installed as `__host`."""
 
-    def __init__(self, heap_bytes: int, host: Callable[..., Any]) -> None:
+    def __init__(self, heap_bytes: int, host: Callable[..., Any], image: Image | None = None) -> None:
+        """`image`: start from a pre-initialized image (`sandbox._jsimage`) instead of booting."""
         _check_version()
         self._deadline = math.inf
         self.memory_cap = memory_cap(heap_bytes)
         self.closed = False
         self._rt = _engine.QjsRuntime(memory_limit=heap_bytes, stack_limit=_STACK_BYTES)
         self._rt.set_interrupt_handler(self._interrupt)
-        self._ctx = _engine.QjsContext(self._rt)
+        if image is None:
+            self._ctx = _engine.QjsContext(self._rt)
+        else:
+            with from_image(image):
+                self._ctx = _engine.QjsContext(self._rt)
         inst = self._ctx._inst
         self._store = inst.store
         self._memory = inst.mem
         try:
             self._store.set_limits(memory_size=self.memory_cap)
             self._ctx.set_host_call_dispatcher(lambda fn_id, args: host(*args))
-            self._ctx.register_host_function("__host", 1, False)
-            self._well_formed = self._ctx.eval_handle(_WELL_FORMED_SOURCE, promise=False, filename="<input>")
+            if image is None:
+                self._ctx.register_host_function("__host", 1, False)
+                self._well_formed = self._ctx.eval_handle(WELL_FORMED_SOURCE, promise=False, filename="<input>")
+            else:  # what the boot did, already in the image's memory; the host's side of it
+                inst.name_to_fn_id.update(image.host_names)
+                self._well_formed = self.adopt(image.handles["well_formed"])
             inst.codedesk_well_formed = self._well_formed._require_live()
         except BaseException:
             self.close()
             raise
+
+    def adopt(self, handle: int) -> Any:
+        """A handle of this VM's by its number (one a boot left, valid in every instance of an
+        image)."""
+        return _engine.QjsHandle._adopt(self._ctx._inst, handle, context=self._ctx)
+
+    @property
+    def well_formed_handle(self) -> int:
+        """The number of the VM's own `toWellFormed` (kept in an image)."""
+        return self._well_formed._require_live()
 
     @property
     def deadline(self) -> float:

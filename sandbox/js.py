@@ -28,6 +28,7 @@ import json
 import math
 import os
 import re
+import secrets
 import sys
 import threading
 import time
@@ -38,10 +39,10 @@ from typing import Any
 
 import quickjs_rs
 
-from sandbox import _jsmodule
+from sandbox import _jsimage, _jsmodule
 from sandbox._host import ArtifactBox, ConsoleCapture, RunLimitErrors, ToolBridge
 from sandbox._loops import RunThread, RunThreads
-from sandbox._wasmcall import FULFILLED, GUEST_FAILURES, REJECTED, GuestVm, JSError, Trap
+from sandbox._wasmcall import WELL_FORMED_SOURCE, FULFILLED, GUEST_FAILURES, REJECTED, GuestVm, JSError, Trap
 from sandbox.result import CallTool, JsLimits, ListTools, OnConsole, RunError, RunResult, well_formed
 
 GRACE_SECONDS = 0.5
@@ -52,6 +53,7 @@ _PRELUDE = files("sandbox").joinpath("prelude.js").read_text(encoding="utf-8")
 # eval_script: how a stack is placed in the user's own code.
 _BOOT = f"new Function({json.dumps(_PRELUDE)})()"
 _BOOT_SECONDS = 5.0
+_BOOT_SOURCE = _BOOT + WELL_FORMED_SOURCE  # what a booted VM holds: the image's key
 
 # A frame of the user's code: "at f (eval_script:3:11)" at run time, "at eval_script:2:1"
 # for a syntax error, which has no function around it.
@@ -182,12 +184,19 @@ def _yield_to_runs() -> None:
 class _Vm:
     """A fresh VM with the guest API installed, waiting for its one run."""
 
-    def __init__(self, heap_mb: int) -> None:
+    def __init__(self, heap_mb: int, *, boot: bool = False) -> None:
+        """A VM from the pre-initialized image when there is one for this heap limit, else (or
+        with `boot`) booted here: the guest API evaluated in a fresh instance."""
         self.run: _JsRun | None = None
         self.dead = False  # trapped or aborted: no more calls into it
-        self.guest = GuestVm(heap_mb << 20, self._host)
+        image = None if boot or heap_mb != _DEFAULT_HEAP_MB else _jsimage.image(_boot_for_image, _BOOT_SOURCE)
+        self.guest = GuestVm(heap_mb << 20, self._host, image)
         self.step_fn = self.deliver_fn = None
         try:
+            if image is not None:
+                self.step_fn = self.guest.adopt(image.handles["step"])
+                self.deliver_fn = self.guest.adopt(image.handles["deliver"])
+                return
             self.guest.deadline = time.monotonic() + _BOOT_SECONDS
             api = self.guest.eval(_BOOT, top_level_await=False)
             try:
@@ -195,11 +204,14 @@ class _Vm:
                 self.deliver_fn = api.get("deliver")
             finally:
                 api.dispose()
+            self.guest.deadline = math.inf
         except BaseException:
             self.close()
             raise
 
     def _host(self, op: Any = None, a: Any = None, b: Any = None, *_: Any) -> Any:
+        if op == "seed":
+            return ",".join(str(secrets.randbits(32)) for _ in range(4))
         run = self.run
         if run is None or run.abandoned:
             return ""
@@ -231,6 +243,20 @@ class _Vm:
             pass  # a VM that cannot run any more: closing it is all that is left
         finally:
             self.guest.close()
+
+
+def image_ready() -> bool:
+    """Load (or build and cache) the pre-initialized image VMs of the default heap start from;
+    False when it cannot be made, and VMs boot the plain way."""
+    return _jsimage.image(_boot_for_image, _BOOT_SOURCE) is not None
+
+
+def _boot_for_image() -> tuple[GuestVm, dict[str, int]]:
+    """A VM booted the plain way, and the handles its image keeps."""
+    vm = _Vm(_DEFAULT_HEAP_MB, boot=True)
+    assert vm.step_fn is not None and vm.deliver_fn is not None
+    return vm.guest, {"step": vm.step_fn._require_live(), "deliver": vm.deliver_fn._require_live(),
+                      "well_formed": vm.guest.well_formed_handle}
 
 
 @dataclass

@@ -15,7 +15,8 @@
 //                     (a JSON {name, message, stack}: thrown where nobody can catch it),
 //                     "limits" (returns max_output_bytes), "count" (a string's UTF-8 length),
 //                     "mark" (once: the run used calls, timers or the console, so the host asks
-//                     `step` for its outcome rather than reading a plain value directly)
+//                     `step` for its outcome rather than reading a plain value directly),
+//                     "seed" (four random 32-bit numbers, comma-separated, for Math.random)
 "use strict";
 const g = globalThis;
 const host = g.__host;
@@ -459,6 +460,31 @@ class TextDecoder {
 }
 g.TextEncoder = TextEncoder;
 g.TextDecoder = TextDecoder;
+
+// ---- Math.random: seeded per VM, from the host, on first use ----
+// A VM may start from an image of one booted VM (sandbox/_jsimage.py), which would give every
+// run the same sequence. sfc32, two outputs to a double of 53 random bits.
+{
+  let a = 0, b = 0, c = 0, d = 0, seeded = false;
+  const next = () => {
+    const t = (((a + b) | 0) + d) | 0;
+    d = (d + 1) | 0;
+    a = b ^ (b >>> 9);
+    b = (c + (c << 3)) | 0;
+    c = (((c << 21) | (c >>> 11)) + t) | 0;
+    return t >>> 0;
+  };
+  const random = function random() {
+    if (!seeded) {
+      const seed = String(host("seed")).split(",");
+      a = seed[0] | 0; b = seed[1] | 0; c = seed[2] | 0; d = seed[3] | 0;
+      seeded = true;
+      for (let i = 0; i < 12; i++) next();
+    }
+    return ((next() >>> 5) * 67108864 + (next() >>> 6)) / 9007199254740992;
+  };
+  Object.defineProperty(Math, "random", { value: random, writable: true, enumerable: false, configurable: true });
+}
 
 // ---- the host's side of a step ----
 // `kind`: 0 while the top level is pending, 1 with its value, 2 with the {value} envelope of a

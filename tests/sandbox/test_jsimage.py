@@ -1,0 +1,99 @@
+"""The pre-initialized QuickJS image (`sandbox._jsimage`): every run's VM starts from it, each
+in its own instance sharing nothing with the others, and a damaged or foreign image on disk is
+refused and built again."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from sandbox import JsEngine, js
+
+
+async def _no_tools(*args):
+    raise RuntimeError("no tools here")
+
+
+async def _no_listing(*args):
+    return []
+
+
+def _run(engine: JsEngine, code: str):
+    return asyncio.run(engine.run(code, call_tool=_no_tools, list_tools=_no_listing))
+
+
+def test_runs_from_the_image_share_no_state() -> None:
+    """A global, a changed prototype, Math.random's sequence: nothing a run leaves is seen by
+    the next, though both start from the same image."""
+    assert js.image_ready()
+    with JsEngine(pool_size=0) as engine:
+        first = _run(engine, "globalThis.left = 1; Array.prototype.evil = 2; Object.freeze(Object.prototype); "
+                             "[Math.random(), Math.random()]")
+        second = _run(engine, "[typeof left, [].evil, Object.isFrozen(Object.prototype), Math.random(), Math.random()]")
+    assert first.error is None and second.error is None, (first.error, second.error)
+    assert second.value[:3] == ["undefined", None, False]
+    assert second.value[3:] != first.value
+    assert all(0 <= x < 1 for x in first.value + second.value[3:])
+
+
+def test_math_random_is_uniform_enough() -> None:
+    """The reseeded generator: values spread over [0, 1) and never repeat in a short run."""
+    with JsEngine(pool_size=0) as engine:
+        out = _run(engine, "const xs = Array.from({length: 20000}, Math.random); "
+                           "[Math.min(...xs), Math.max(...xs), xs.reduce((a, b) => a + b) / xs.length, new Set(xs).size]")
+    low, high, mean, distinct = out.value
+    assert 0 <= low < 0.001 and 0.999 < high < 1
+    assert 0.49 < mean < 0.51
+    assert distinct == 20000
+
+
+_LOAD_AND_RUN = """
+import asyncio, logging
+logging.basicConfig(level=logging.WARNING)
+from sandbox import JsEngine, js
+assert js.image_ready()
+async def main():
+    async def call_tool(*a): raise RuntimeError("no tools")
+    async def list_tools(*a): return []
+    return (await engine.run("6 * 7", call_tool=call_tool, list_tools=list_tools)).value
+engine = JsEngine(pool_size=0)
+print(asyncio.run(main()))
+engine.close()
+"""
+
+
+def _in_new_process(cache: Path) -> str:
+    env = {**os.environ, "CODEDESK_WASM_CACHE": str(cache)}
+    done = subprocess.run([sys.executable, "-c", _LOAD_AND_RUN], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "42", done.stderr
+    return done.stderr
+
+
+def _image(cache: Path) -> tuple[Path, Path]:
+    (module,) = cache.glob("quickjs-image-*.cwasm")
+    return module, module.with_suffix(".json")
+
+
+def test_a_corrupted_or_foreign_image_is_refused_and_built_again(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    assert "not loading the JS image" not in _in_new_process(cache)
+    module, sidecar = _image(cache)
+    assert "not loading the JS image" not in _in_new_process(cache)  # loaded as written
+
+    data = bytearray(module.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    module.write_bytes(bytes(data))
+    said = _in_new_process(cache)
+    assert "not loading the JS image" in said and "corrupted or replaced" in said
+    assert "not loading the JS image" not in _in_new_process(cache)  # built again, then loaded
+
+    sidecar.write_text(sidecar.read_text().replace('"key": "', '"key": "0'))
+    said = _in_new_process(cache)
+    assert "made from another module or guest API" in said
+
+    module.chmod(0o644)
+    said = _in_new_process(cache)
+    assert "must be this user's" in said
