@@ -28,6 +28,8 @@ from runtime.hub.store import SessionRecord, Store
 
 log = logging.getLogger("codedesk.hub")
 
+RUNTIME_PORT = 8765  # the session's runtime (MCP over HTTP) and its viewer, inside the session
+VIEWER_PORT = 6080
 TICK_S = 1.0
 RECONCILE_EVERY_S = 5.0
 SECCOMP_HINT = ("the container's seccomp profile is missing: run it with --security-opt "
@@ -63,7 +65,7 @@ class SessionHub:
         self._link_key = store.meta("link_key", lambda: secrets.token_hex(32)).encode()
         self._records: dict[str, SessionRecord] = {r.id: r for r in store.all(include_deleted=True)}
         self._locks: dict[str, asyncio.Lock] = {}
-        self._endpoints: dict[str, dict[int, int]] = {}
+        self._endpoints: dict[str, dict[int, str]] = {}  # session -> {inner port: "host:port"}
         self._activity: dict[str, float] = {}
         self._backend_up = False
         self._reconciled = False
@@ -180,7 +182,7 @@ class SessionHub:
             if rec.state == "deleted" or self._lock(rec.id).locked() or rec.state_since >= listed_at:
                 continue
             status = found.get(rec.id)
-            if rec.claimed_at is None and status not in ("running",):
+            if rec.claimed_at is None and status != "running":
                 # A pool session that is not ready and running is of no use: remove it.
                 async with self._lock(rec.id):
                     await self._backend(self.backend.remove, rec.id)
@@ -292,9 +294,9 @@ class SessionHub:
                 status = await self._backend(self.backend.status, rec.id)
                 if status["status"] in ("exited", "dead", "missing"):
                     raise self._start_failure(rec, status)
-                self._endpoints[rec.id] = status.get("ports", {})
-                port = self._endpoints[rec.id].get(8765)
-                base = f"http://127.0.0.1:{port}" if port else None
+                self._endpoints[rec.id] = status.get("addresses", {})
+                address = self._endpoints[rec.id].get(RUNTIME_PORT)
+                base = f"http://{address}" if address else None
             if base:
                 try:
                     r = await self.http.get(base + "/healthz", timeout=2.0)
@@ -305,17 +307,18 @@ class SessionHub:
             await asyncio.sleep(0.05)
         raise SessionStartFailed(f"session {rec.id}'s runtime did not answer within "
                                  f"{self.settings.start_timeout_s:.0f} s",
-                                 "see the session's log (docker logs codedesk-" + rec.id + ")")
+                                 f"see the session's log ({self.backend.logs_hint(rec.id)})")
 
     def _start_failure(self, rec: SessionRecord, status: dict[str, Any]) -> SessionStartFailed:
         logs = self.backend.logs(rec.id, 20) if status["status"] != "missing" else ""
         tail = [line for line in logs.splitlines() if line.strip()][-8:]
-        fix = "see the session's log below"
+        fix = f"see the session's log below ({self.backend.logs_hint(rec.id)})"
         if "seccomp" in logs:
             fix = ("the session's container ran without the seccomp profile Chromium needs: pass "
                    "--security-opt seccomp=desktop-image/seccomp-chromium.json (the hub's --seccomp FILE)")
+        reason = f", {status['reason']}" if status.get("reason") else ""
         return SessionStartFailed(f"session {rec.id}'s container {status['status']} during start "
-                                  f"(exit code {status.get('exit_code')})", fix, log=tail)
+                                  f"(exit code {status.get('exit_code')}{reason})", fix, log=tail)
 
     # ------------------------------------------------------------------ warm pool
     def _claim_warm(self, image: str, resources: dict[str, Any]) -> SessionRecord | None:
@@ -358,7 +361,7 @@ class SessionHub:
 
         import httpx2
 
-        base = f"http://127.0.0.1:{self._endpoints[rec.id][8765]}"
+        base = f"http://{self._endpoints[rec.id][RUNTIME_PORT]}"
         try:
             async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {rec.runtime_token}"},
                                           timeout=httpx2.Timeout(30.0, read=120)) as client:
@@ -371,6 +374,9 @@ class SessionHub:
 
     # ------------------------------------------------------------------ state changes
     async def pause(self, session_id: str, reason: str = "asked") -> dict[str, Any]:
+        """Freeze the session in memory; on a backend that cannot (Kubernetes), put it to sleep."""
+        if not getattr(self.backend, "can_pause", True):
+            return await self.sleep(session_id, f"{reason} (a pause is a sleep on {self.backend.name})")
         rec = self.record(session_id)
         async with self._lock(session_id):
             if rec.state == "running":
@@ -400,9 +406,9 @@ class SessionHub:
     async def ready(self, session_id: str, reason: str = "MCP request") -> str:
         """The base URL of the session's runtime, waking or resuming the session first."""
         rec = self.record(session_id)
-        port = self._endpoints.get(session_id, {}).get(8765)
-        if rec.state == "running" and port:
-            return f"http://127.0.0.1:{port}"
+        address = self._endpoints.get(session_id, {}).get(RUNTIME_PORT)
+        if rec.state == "running" and address:
+            return f"http://{address}"
         async with self._lock(session_id):
             if rec.state == "paused":
                 await self._backend(self.backend.unpause, session_id)
@@ -417,14 +423,14 @@ class SessionHub:
                 self._set_state(rec, "running", f"woken: {reason}")
             elif rec.state not in ("running",):
                 raise self._conflict(rec, "reach")
-            if not self._endpoints.get(session_id, {}).get(8765):
+            if not self._endpoints.get(session_id, {}).get(RUNTIME_PORT):
                 status = await self._backend(self.backend.status, session_id)
                 if status["status"] == "missing":
                     self._set_state(rec, "failed", "container missing",
                                     error="its container was removed outside the hub; it is not recreated")
                     raise self._conflict(rec, "reach")
-                self._endpoints[session_id] = status.get("ports", {})
-            return f"http://127.0.0.1:{self._endpoints[session_id][8765]}"
+                self._endpoints[session_id] = status.get("addresses", {})
+            return f"http://{self._endpoints[session_id][RUNTIME_PORT]}"
 
     def lost(self, session_id: str) -> None:
         """The runtime did not answer: forget its address, so the next request asks the backend."""
@@ -550,14 +556,14 @@ class SessionHub:
             raise Unauthorized("this viewer link has expired", "ask for a new one: codedesk session link ID")
         return self.record(link["session_id"]), link["mode"]
 
-    async def viewer_upstream(self, session_id: str) -> tuple[int, str]:
-        """The session's viewer port and secret, waking the session first."""
+    async def viewer_upstream(self, session_id: str) -> tuple[str, str]:
+        """The session's viewer address ("host:port") and secret, waking the session first."""
         await self.ready(session_id, "viewer")
         self.touch(session_id)
         secret = await self._backend(self.backend.viewer_secret, session_id)
         if not secret:
             raise SessionConflict(f"session {session_id}'s desktop is still starting", "reload the page in a few seconds")
-        return self._endpoints[session_id][6080], secret
+        return self._endpoints[session_id][VIEWER_PORT], secret
 
 
 def resources_schema() -> dict[str, Any]:
