@@ -64,6 +64,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=10)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="3 sessions at once, 50 calls")
+    parser.add_argument("--no-fleet", action="store_true", help="leave out the N sessions at once")
     args = parser.parse_args()
     if args.quick:
         args.sessions, args.calls = 3, 50
@@ -131,34 +132,35 @@ def main() -> None:
         for s in (cold, warm):
             hub.api("DELETE", f"/v1/sessions/{s['id']}")
 
-        # N sessions at once, each with a browser task
-        task = ('const p = await tools.browser.browser_execute({operations: ['
-                '{type: "navigate", params: {url: "data:text/html,<p>fleet</p>"}}, {type: "getText"}]});'
-                'p.results[1].result.text')
+        if not args.no_fleet:
+            # N sessions at once, each with a browser task
+            task = ('const p = await tools.browser.browser_execute({operations: ['
+                    '{type: "navigate", params: {url: "data:text/html,<p>fleet</p>"}}, {type: "getText"}]});'
+                    'p.results[1].result.text')
 
-        def one(_: int) -> str:
-            s = created(hub, resources={"cpus": 1.0, "memory_mb": 2048})
-            return first_answer(s["mcp_url"], s["token"], task)
+            def one(_: int) -> str:
+                s = created(hub, resources={"cpus": 1.0, "memory_mb": 2048})
+                return first_answer(s["mcp_url"], s["token"], task)
 
-        started = time.monotonic()
-        with concurrent.futures.ThreadPoolExecutor(args.sessions) as pool:
-            outcomes = list(pool.map(lambda i: _safe(one, i), range(args.sessions)))
-        all_s = time.monotonic() - started
-        failures = [o for o in outcomes if "fleet" not in o]
-        time.sleep(5)
-        label = {"label": f"codedesk.hub={hub.hub_id}"}
-        mem = []
-        for c in engine.containers.list(filters=label):
-            stats = c.stats(stream=False)["memory_stats"]
-            cache = stats.get("stats", {}).get("cache", 0) or stats.get("stats", {}).get("inactive_file", 0)
-            mem.append((stats.get("usage", 0) - cache) / 2**20)
-        rows.append((f"{args.sessions} sessions at once, browser task each: all answered", f"{all_s:.1f} s",
-                     f"failures {len(failures)} (goal 0)"))
-        if mem:
-            rows.append(("memory per session (cgroup, minus page cache)", f"{statistics.median(mem):.0f} MiB",
-                         f"median of {len(mem)}; max {max(mem):.0f} MiB"))
-        for f in failures[:3]:
-            print("failure:", f[:300])
+            started = time.monotonic()
+            with concurrent.futures.ThreadPoolExecutor(args.sessions) as pool:
+                outcomes = list(pool.map(lambda i: _safe(one, i), range(args.sessions)))
+            all_s = time.monotonic() - started
+            failures = [o for o in outcomes if "fleet" not in o]
+            time.sleep(5)
+            label = {"label": f"codedesk.hub={hub.hub_id}"}
+            mem = []
+            for c in engine.containers.list(filters=label):
+                stats = c.stats(stream=False)["memory_stats"]
+                cache = stats.get("stats", {}).get("cache", 0) or stats.get("stats", {}).get("inactive_file", 0)
+                mem.append((stats.get("usage", 0) - cache) / 2**20)
+            rows.append((f"{args.sessions} sessions at once, browser task each: all answered", f"{all_s:.1f} s",
+                         f"failures {len(failures)} (goal 0)"))
+            if mem:
+                rows.append(("memory per session (cgroup, minus page cache)", f"{statistics.median(mem):.0f} MiB",
+                             f"median of {len(mem)}; max {max(mem):.0f} MiB"))
+            for f in failures[:3]:
+                print("failure:", f[:300])
     finally:
         for s in hub.api("GET", "/v1/sessions").json().get("sessions", []):
             hub.api("DELETE", f"/v1/sessions/{s['id']}")

@@ -92,13 +92,11 @@ def hub_main(argv: list[str]) -> int:
 
         backend = KubernetesBackend(hub_id, namespace=args.namespace, context=args.kube_context,
                                     address=args.kube_address)
-    import socket
+    from runtime.listener import listen_tcp
 
     host, port = args.http
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host, port))
+        sock = listen_tcp(host, port)
     except OSError as exc:
         print(f"codedesk hub: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
         return 1

@@ -31,6 +31,9 @@ log = logging.getLogger("codedesk.hub")
 RUNTIME_PORT = 8765  # the session's runtime (MCP over HTTP) and its viewer, inside the session
 VIEWER_PORT = 6080
 TICK_S = 1.0
+# After a claim, the pool is refilled this much later: a new session's start takes the CPU for
+# seconds, and the claimer's first requests (the reason for the pool) come first.
+POOL_REFILL_DELAY_S = 3.0
 RECONCILE_EVERY_S = 5.0
 SECCOMP_HINT = ("the container's seccomp profile is missing: run it with --security-opt "
                 "seccomp=desktop-image/seccomp-chromium.json")
@@ -70,6 +73,7 @@ class SessionHub:
         self._backend_up = False
         self._reconciled = False
         self._warming = 0
+        self._last_claim = -POOL_REFILL_DELAY_S
         self._tasks: set[asyncio.Task] = set()
         self.http = httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=None), trust_env=False,
                                       limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100))
@@ -251,7 +255,7 @@ class SessionHub:
             rec.claimed_at = rec.last_activity = time.time()
             self.store.update(rec)
             self._event(rec, "claimed", "from the warm pool")
-            self._fill_pool()
+            self._last_claim = time.monotonic()  # the hub's loop refills the pool POOL_REFILL_DELAY_S later
         else:
             self.store.insert(rec)
             self._records[rec.id] = rec
@@ -269,7 +273,9 @@ class SessionHub:
                              runtime_token=secrets.token_hex(24), created_at=now, last_activity=now,
                              state_since=now)
 
-    async def _start_new(self, rec: SessionRecord) -> None:
+    async def _start_new(self, rec: SessionRecord, warm_up: bool = False) -> None:
+        """Create and start the session; with `warm_up` (a pool session) it becomes claimable only
+        once warmed up, holding its lock until then."""
         async with self._lock(rec.id):
             try:
                 rec.backend_ref = await self._backend(self.backend.create, rec.id, rec.image, rec.resources,
@@ -279,8 +285,11 @@ class SessionHub:
             except HubError as exc:
                 self._set_state(rec, "failed", "did not start", error=f"{exc.message}. {exc.fix}".strip())
                 raise
+            if warm_up:
+                await self._warm_up(rec)
             rec.last_activity = time.time()  # idleness counts from when the session could be used
-            self._set_state(rec, "running" if rec.claimed_at else "warm", "runtime answers")
+            self._set_state(rec, "running" if rec.claimed_at else "warm",
+                            "warmed up: its engine ready, its desktop up" if warm_up else "runtime answers")
 
     async def _wait_ready(self, rec: SessionRecord) -> str:
         """Wait until the session's runtime answers /healthz; its base URL. A container that exits
@@ -334,6 +343,8 @@ class SessionHub:
     def _fill_pool(self) -> None:
         if not self._backend_up or not self._reconciled:
             return
+        if time.monotonic() - self._last_claim < POOL_REFILL_DELAY_S:
+            return  # the claimer's first requests first: a session starting beside them would slow them
         pool = [r for r in self._records.values() if r.claimed_at is None and r.state in ("warm", "creating")]
         if len(pool) + self._warming < self.settings.warm and self._warming == 0:
             self._warming += 1
@@ -347,15 +358,16 @@ class SessionHub:
             self.store.insert(rec)
             self._records[rec.id] = rec
             self._event(rec, "creating", "for the warm pool")
-            await self._start_new(rec)
-            await self._warm_up(rec)
+            await self._start_new(rec, warm_up=True)
         except HubError as exc:
             log.warning("warm pool: %s %s", exc.message, exc.fix)
         finally:
             self._warming -= 1
 
     async def _warm_up(self, rec: SessionRecord) -> None:
-        """One empty run_js, so the pool session's JS engine is ready before its first caller."""
+        """Ready a pool session for its first caller: one empty run_js (the runtime compiles its JS
+        engine on its first run, about a second here), then its desktop up (the viewer's secret is
+        written once every part of it is ready), so neither lands on the caller's first request."""
         from mcp import ClientSession
         from mcp.client.streamable_http import streamable_http_client
 
@@ -369,6 +381,9 @@ class SessionHub:
                     async with ClientSession(read, write) as session:
                         await session.initialize()
                         await session.call_tool("run_js", {"code": "1"})
+            deadline = time.monotonic() + self.settings.start_timeout_s
+            while time.monotonic() < deadline and not await self._backend(self.backend.viewer_secret, rec.id):
+                await asyncio.sleep(0.5)
         except Exception as exc:  # noqa: BLE001 - a pool session that cannot warm up is still usable
             log.warning("warm pool: session %s did not warm up: %s", rec.id, exc)
 
