@@ -2,7 +2,8 @@
 
 - create -> first run_js answer: cold (a new container), and from the warm pool (goal <= 0.5 s);
 - resume from pause -> first answer (goal <= 0.3 s), on the MCP session opened before the pause;
-- wake from sleep -> first answer (goal <= 4 s), on a new MCP session (the runtime restarted);
+- wake from sleep -> first answer (goal <= 4 s), on a new MCP session (the runtime restarted),
+  timed once the pool's refill has started its session (not beside it);
 - the hub's added latency on an empty run_js: the same MCP client shape through the hub and
   straight to the session's runtime (its published port and runtime token), both sessions open
   at once and their calls alternated; medians, and the median of paired differences (goal <= 1 ms);
@@ -101,6 +102,10 @@ def main() -> None:
 
         resume_s = anyio.run(_mcp, warm["mcp_url"], warm["token"], resume)
         rows.append(("resume from pause -> first answer", f"{resume_s * 1000:.0f} ms", "goal <= 300 ms"))
+        # The pool refills behind the claim: let that start finish, so the wake is timed alone.
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not hub.api("GET", "/v1/sessions?state=warm").json()["sessions"]:
+            time.sleep(0.5)
         hub.api("POST", f"/v1/sessions/{cold['id']}/sleep")
         started = time.monotonic()
         assert first_answer(cold["mcp_url"], cold["token"]) == "2"

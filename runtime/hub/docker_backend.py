@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.hub.errors import BackendUnavailable, SessionStartFailed
+from runtime.hub.session_files import READ_VIEWER_FILE, viewer_secret
 
 RUNTIME_PORT = 8765
 VIEWER_PORT = 6080
@@ -203,14 +204,8 @@ class DockerBackend:
         container = self._container(session_id)
         if container is None:
             return None
-        code, out = self._call(container.exec_run, ["cat", "/data/viewer.json"], user="root")
-        if code != 0:
-            return None
-        try:
-            info = json.loads(out)
-        except ValueError:
-            return None
-        return info.get("viewer_secret") or info.get("secret")
+        code, out = self._call(container.exec_run, READ_VIEWER_FILE, user="root")
+        return viewer_secret(out) if code == 0 else None
 
     def _required(self, session_id: str):  # noqa: ANN202
         container = self._container(session_id)

@@ -25,6 +25,7 @@ from typing import Any
 from runtime.hub.errors import BackendUnavailable, InvalidRequest, SessionConflict
 from runtime.hub.kubernetes_objects import (HUB_LABEL, RUNTIME_PORT, SESSION_LABEL, TEMPLATE_DIR, VIEWER_PORT,
                                             names, network_policy, session_objects)
+from runtime.hub.session_files import READ_VIEWER_FILE, viewer_secret
 
 log = logging.getLogger("codedesk.hub")
 
@@ -318,15 +319,11 @@ class KubernetesBackend:
             return None
         try:
             out = self._call(stream, core.connect_get_namespaced_pod_exec, pods[0].metadata.name, self.namespace,
-                             container="desktop", command=["cat", "/data/viewer.json"], stderr=False, stdin=False,
+                             container="desktop", command=READ_VIEWER_FILE, stderr=False, stdin=False,
                              stdout=True, tty=False)
         except ApiException:
             return None
-        try:
-            info = json.loads(out)
-        except ValueError:
-            return None
-        return info.get("viewer_secret") or info.get("secret")
+        return viewer_secret(out)
 
 
 def _api_message(exc: Exception) -> str:
