@@ -285,11 +285,12 @@ class SessionHub:
             except HubError as exc:
                 self._set_state(rec, "failed", "did not start", error=f"{exc.message}. {exc.fix}".strip())
                 raise
+            detail = "runtime answers"
             if warm_up:
-                await self._warm_up(rec)
+                detail = ("warmed up: its engine ran, its desktop is up" if await self._warm_up(rec)
+                          else "runtime answers (the warm-up did not finish; see the hub's log)")
             rec.last_activity = time.time()  # idleness counts from when the session could be used
-            self._set_state(rec, "running" if rec.claimed_at else "warm",
-                            "warmed up: its engine ready, its desktop up" if warm_up else "runtime answers")
+            self._set_state(rec, "running" if rec.claimed_at else "warm", detail)
 
     async def _wait_ready(self, rec: SessionRecord) -> str:
         """Wait until the session's runtime answers /healthz; its base URL. A container that exits
@@ -366,10 +367,11 @@ class SessionHub:
         finally:
             self._warming -= 1
 
-    async def _warm_up(self, rec: SessionRecord) -> None:
+    async def _warm_up(self, rec: SessionRecord) -> bool:
         """Ready a pool session for its first caller: one empty run_js (the runtime compiles its JS
         engine on its first run, about a second here), then its desktop up (the viewer's secret is
-        written once every part of it is ready), so neither lands on the caller's first request."""
+        written once every part of it is ready), so neither lands on the caller's first request.
+        Whether both happened; a session that did not warm up is handed out all the same."""
         from mcp import ClientSession
         from mcp.client.streamable_http import streamable_http_client
 
@@ -384,10 +386,14 @@ class SessionHub:
                         await session.initialize()
                         await session.call_tool("run_js", {"code": "1"})
             deadline = time.monotonic() + self.settings.start_timeout_s
-            while time.monotonic() < deadline and not await self._backend(self.backend.viewer_secret, rec.id):
+            while not await self._backend(self.backend.viewer_secret, rec.id):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"its desktop was not up within {self.settings.start_timeout_s:.0f} s")
                 await asyncio.sleep(0.5)
         except Exception as exc:  # noqa: BLE001 - a pool session that cannot warm up is still usable
             log.warning("warm pool: session %s did not warm up: %s", rec.id, exc)
+            return False
+        return True
 
     # ------------------------------------------------------------------ state changes
     async def pause(self, session_id: str, reason: str = "asked") -> dict[str, Any]:
