@@ -491,3 +491,35 @@ def test_a_container_without_the_seccomp_profile_says_so_with_the_flag():
         assert token not in logs, logs
     finally:
         c.remove(force=True, v=True)
+
+
+def test_a_warm_pool_session_is_handed_out_warmed_up_and_the_pool_refills(tmp_path):
+    """With --warm 1 a create is answered from the pool with a session whose JS engine already ran
+    and whose desktop is up (its timeline says so), and another pool session is started behind it."""
+    h = HubProcess(tmp_path, "admin", "--image", IMAGE, "--warm", "1")
+
+    def pool() -> list[str]:
+        return [s["id"] for s in h.api("GET", "/v1/sessions?state=warm").json()["sessions"]]
+
+    try:
+        deadline = time.monotonic() + 300
+        while not pool() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        first = pool()
+        assert first, h.log.read_text()[-2000:]
+        s = create(h)
+        assert s["id"] == first[0] and s["state"] == "running"
+        assert run_js(s, "1 + 1") == {"text": "2", "is_error": False}
+        events = {e["event"]: e["detail"] for e in h.api("GET", f"/v1/sessions/{s['id']}").json()["timeline"]}
+        assert "its engine ran, its desktop is up" in events["warm"] and "claimed" in events, events
+        deadline = time.monotonic() + 300
+        while not [i for i in pool() if i != s["id"]] and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert [i for i in pool() if i != s["id"]], h.log.read_text()[-2000:]
+    finally:
+        h.stop()
+        containers, volumes = _objects(h.hub_id)
+        for c in containers:
+            c.remove(force=True)
+        for v in volumes:
+            v.remove(force=True)
