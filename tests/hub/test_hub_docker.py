@@ -74,18 +74,23 @@ def _objects(hub_id: str) -> tuple[list, list]:
     return DOCKER.containers.list(all=True, filters=label), DOCKER.volumes.list(filters=label)
 
 
+def _stop_and_clean(h: HubProcess) -> None:
+    """Stop the hub, then remove whatever its sessions left in the engine (also after a failure)."""
+    h.stop()
+    containers, volumes = _objects(h.hub_id)
+    for c in containers:
+        c.remove(force=True)
+    for v in volumes:
+        v.remove(force=True)
+
+
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
     h = HubProcess(tmp_path_factory.mktemp("hub"), "admin-" + secrets.token_hex(8), "--image", IMAGE)
     try:
         yield h
     finally:
-        h.stop()
-        containers, volumes = _objects(h.hub_id)
-        for c in containers:
-            c.remove(force=True)
-        for v in volumes:
-            v.remove(force=True)
+        _stop_and_clean(h)
 
 
 def create(hub: HubProcess, **fields) -> dict:
@@ -465,12 +470,7 @@ def test_the_session_limit_is_refused_naming_it(tmp_path):
         assert r.json()["error"]["limit"] == "max_sessions" and "--max-sessions" in r.json()["error"]["fix"]
         h.api("DELETE", f"/v1/sessions/{s['id']}")
     finally:
-        h.stop()
-        containers, volumes = _objects(h.hub_id)
-        for c in containers:
-            c.remove(force=True)
-        for v in volumes:
-            v.remove(force=True)
+        _stop_and_clean(h)
 
 
 def test_a_container_without_the_seccomp_profile_says_so_with_the_flag():
@@ -517,9 +517,4 @@ def test_a_warm_pool_session_is_handed_out_warmed_up_and_the_pool_refills(tmp_pa
             time.sleep(0.5)
         assert [i for i in pool() if i != s["id"]], h.log.read_text()[-2000:]
     finally:
-        h.stop()
-        containers, volumes = _objects(h.hub_id)
-        for c in containers:
-            c.remove(force=True)
-        for v in volumes:
-            v.remove(force=True)
+        _stop_and_clean(h)
