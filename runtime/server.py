@@ -415,23 +415,14 @@ async def serve_http(
     here (`token_given`: it came from the operator, who has it; a log must not hold it).
     `start_servers` as for `serve_stdio`.
     """
-    import socket
-
     import uvicorn
 
     from .auth import BearerTokenGuard
+    from .listener import listen_tcp
 
     if not token:
         raise ValueError("the HTTP transport needs a non-empty bearer token")
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-        sock.listen(128)  # before the banner: a client that reads it may connect at once
-    except OSError:
-        sock.close()
-        raise
+    sock = listen_tcp(host, port)  # before the banner: a client that reads it may connect at once
     bound_port = sock.getsockname()[1]
     async with Runtime(servers, start_servers=start_servers) as runtime:
         server = build_server(runtime)

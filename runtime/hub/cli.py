@@ -34,7 +34,9 @@ def hub_parser() -> argparse.ArgumentParser:
         "through a REST API, and serves each session's MCP endpoint with the session's own token."))
     p.add_argument("--http", metavar="HOST:PORT", type=_host_port, default=("127.0.0.1", 8780),
                    help="where to listen (default 127.0.0.1:8780; port 0 picks a free port)")
-    p.add_argument("--backend", choices=["docker", "kubernetes"], default="docker")
+    p.add_argument("--backend", choices=["docker", "kubernetes"], default="docker", help=(
+        "docker: the local engine (default); kubernetes: the cluster of $KUBECONFIG, or the one the hub "
+        "runs in (objects from deploy/kubernetes/session.yaml; a pause is a sleep there)"))
     p.add_argument("--warm", type=int, default=0, metavar="N", help="keep N sessions started and unclaimed")
     p.add_argument("--token", help=f"the admin token (default: ${TOKEN_ENV}, else a random one printed at start)")
     p.add_argument("--data", type=Path, default=None, help=f"the hub's data directory (default {_data_dir()})")
@@ -45,6 +47,10 @@ def hub_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-memory-mb", type=int, default=8192, help="most memory one session may ask for (default 8192)")
     p.add_argument("--idle-timeout", type=int, default=1800, metavar="SECONDS",
                    help="default idle_timeout_s: pause after it, sleep after twice it (default 1800; 0: never)")
+    p.add_argument("--namespace", help="kubernetes: the sessions' namespace (default: the context's, else 'default')")
+    p.add_argument("--kube-context", help="kubernetes: the kubeconfig context (default: the current one)")
+    p.add_argument("--kube-address", choices=["pod", "service"], default="pod", help=(
+        "kubernetes: reach a session at its pod's IP (default) or its Service's cluster DNS name"))
     p.add_argument("--seccomp", type=Path, default=REPO / "desktop-image" / "seccomp-chromium.json",
                    help="the sessions' seccomp profile (default: the image's, desktop-image/seccomp-chromium.json)")
     return p
@@ -82,16 +88,15 @@ def hub_main(argv: list[str]) -> int:
 
         backend = DockerBackend(hub_id, args.seccomp)
     else:
-        print("codedesk hub: the kubernetes backend is not available yet; use --backend docker "
-              "(deploy/kubernetes/new-session.sh makes sessions by hand)", file=sys.stderr)
-        return 2
-    import socket
+        from runtime.hub.kubernetes_backend import KubernetesBackend
+
+        backend = KubernetesBackend(hub_id, namespace=args.namespace, context=args.kube_context,
+                                    address=args.kube_address)
+    from runtime.listener import listen_tcp
 
     host, port = args.http
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host, port))
+        sock = listen_tcp(host, port)
     except OSError as exc:
         print(f"codedesk hub: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
         return 1

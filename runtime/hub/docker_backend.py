@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.hub.errors import BackendUnavailable, SessionStartFailed
+from runtime.hub.session_files import READ_VIEWER_FILE, viewer_secret
 
 RUNTIME_PORT = 8765
 VIEWER_PORT = 6080
@@ -28,6 +29,7 @@ SECCOMP_FLAG = "--security-opt seccomp=desktop-image/seccomp-chromium.json"
 
 class DockerBackend:
     name = "docker"
+    can_pause = True
 
     def __init__(self, hub_id: str, seccomp_profile: Path) -> None:
         self.hub_id = hub_id
@@ -90,6 +92,9 @@ class DockerBackend:
     def volume_name(session_id: str) -> str:
         return f"codedesk-{session_id}-data"
 
+    def logs_hint(self, session_id: str) -> str:
+        return f"docker logs {self.container_name(session_id)}"
+
     def _labels(self, session_id: str) -> dict[str, str]:
         return {"codedesk.hub": self.hub_id, "codedesk.session": session_id}
 
@@ -137,16 +142,17 @@ class DockerBackend:
             return None
 
     def status(self, session_id: str) -> dict[str, Any]:
-        """`{"status": running|paused|exited|created|restarting|missing, "exit_code", "ports"}`."""
+        """`{"status": running|paused|exited|created|restarting|missing, "exit_code", "addresses"}`, the
+        addresses being where the hub reaches the session's ports: `{8765: "127.0.0.1:49153", ...}`."""
         container = self._container(session_id)
         if container is None:
             return {"status": "missing"}
         state = container.attrs.get("State", {})
-        ports = {}
+        addresses = {}
         for inner, bound in (container.attrs.get("NetworkSettings", {}).get("Ports") or {}).items():
             if bound:
-                ports[int(inner.split("/")[0])] = int(bound[0]["HostPort"])
-        return {"status": state.get("Status", "unknown"), "exit_code": state.get("ExitCode"), "ports": ports}
+                addresses[int(inner.split("/")[0])] = f"127.0.0.1:{bound[0]['HostPort']}"
+        return {"status": state.get("Status", "unknown"), "exit_code": state.get("ExitCode"), "addresses": addresses}
 
     def list_sessions(self) -> dict[str, str]:
         """The ids of this hub's sessions the engine holds (containers or volumes), with their status."""
@@ -198,14 +204,8 @@ class DockerBackend:
         container = self._container(session_id)
         if container is None:
             return None
-        code, out = self._call(container.exec_run, ["cat", "/data/viewer.json"], user="root")
-        if code != 0:
-            return None
-        try:
-            info = json.loads(out)
-        except ValueError:
-            return None
-        return info.get("viewer_secret") or info.get("secret")
+        code, out = self._call(container.exec_run, READ_VIEWER_FILE, user="root")
+        return viewer_secret(out) if code == 0 else None
 
     def _required(self, session_id: str):  # noqa: ANN202
         container = self._container(session_id)

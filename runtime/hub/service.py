@@ -28,7 +28,12 @@ from runtime.hub.store import SessionRecord, Store
 
 log = logging.getLogger("codedesk.hub")
 
+RUNTIME_PORT = 8765  # the session's runtime (MCP over HTTP) and its viewer, inside the session
+VIEWER_PORT = 6080
 TICK_S = 1.0
+# After a claim, the pool is refilled this much later: a new session's start takes the CPU for
+# seconds, and the claimer's first requests (the reason for the pool) come first.
+POOL_REFILL_DELAY_S = 3.0
 RECONCILE_EVERY_S = 5.0
 SECCOMP_HINT = ("the container's seccomp profile is missing: run it with --security-opt "
                 "seccomp=desktop-image/seccomp-chromium.json")
@@ -63,11 +68,12 @@ class SessionHub:
         self._link_key = store.meta("link_key", lambda: secrets.token_hex(32)).encode()
         self._records: dict[str, SessionRecord] = {r.id: r for r in store.all(include_deleted=True)}
         self._locks: dict[str, asyncio.Lock] = {}
-        self._endpoints: dict[str, dict[int, int]] = {}
+        self._endpoints: dict[str, dict[int, str]] = {}  # session -> {inner port: "host:port"}
         self._activity: dict[str, float] = {}
         self._backend_up = False
         self._reconciled = False
         self._warming = 0
+        self._last_claim = -POOL_REFILL_DELAY_S
         self._tasks: set[asyncio.Task] = set()
         self.http = httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=None), trust_env=False,
                                       limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100))
@@ -180,7 +186,7 @@ class SessionHub:
             if rec.state == "deleted" or self._lock(rec.id).locked() or rec.state_since >= listed_at:
                 continue
             status = found.get(rec.id)
-            if rec.claimed_at is None and status not in ("running",):
+            if rec.claimed_at is None and status != "running":
                 # A pool session that is not ready and running is of no use: remove it.
                 async with self._lock(rec.id):
                     await self._backend(self.backend.remove, rec.id)
@@ -249,7 +255,7 @@ class SessionHub:
             rec.claimed_at = rec.last_activity = time.time()
             self.store.update(rec)
             self._event(rec, "claimed", "from the warm pool")
-            self._fill_pool()
+            self._last_claim = time.monotonic()  # the hub's loop refills the pool POOL_REFILL_DELAY_S later
         else:
             self.store.insert(rec)
             self._records[rec.id] = rec
@@ -267,7 +273,9 @@ class SessionHub:
                              runtime_token=secrets.token_hex(24), created_at=now, last_activity=now,
                              state_since=now)
 
-    async def _start_new(self, rec: SessionRecord) -> None:
+    async def _start_new(self, rec: SessionRecord, warm_up: bool = False) -> None:
+        """Create and start the session; with `warm_up` (a pool session) it becomes claimable only
+        once warmed up, holding its lock until then."""
         async with self._lock(rec.id):
             try:
                 rec.backend_ref = await self._backend(self.backend.create, rec.id, rec.image, rec.resources,
@@ -277,8 +285,12 @@ class SessionHub:
             except HubError as exc:
                 self._set_state(rec, "failed", "did not start", error=f"{exc.message}. {exc.fix}".strip())
                 raise
+            detail = "runtime answers"
+            if warm_up:
+                detail = ("warmed up: its engine ran, its desktop is up" if await self._warm_up(rec)
+                          else "runtime answers (the warm-up did not finish; see the hub's log)")
             rec.last_activity = time.time()  # idleness counts from when the session could be used
-            self._set_state(rec, "running" if rec.claimed_at else "warm", "runtime answers")
+            self._set_state(rec, "running" if rec.claimed_at else "warm", detail)
 
     async def _wait_ready(self, rec: SessionRecord) -> str:
         """Wait until the session's runtime answers /healthz; its base URL. A container that exits
@@ -287,14 +299,16 @@ class SessionHub:
         checked = 0.0
         base = None
         while time.monotonic() < deadline:
-            if base is None or time.monotonic() - checked > 1.0:
+            # The backend is asked again every second, or every quarter second while the session has
+            # no address yet (a pod being scheduled); its runtime's /healthz every 50 ms.
+            if time.monotonic() - checked > (0.25 if base is None else 1.0):
                 checked = time.monotonic()
                 status = await self._backend(self.backend.status, rec.id)
                 if status["status"] in ("exited", "dead", "missing"):
                     raise self._start_failure(rec, status)
-                self._endpoints[rec.id] = status.get("ports", {})
-                port = self._endpoints[rec.id].get(8765)
-                base = f"http://127.0.0.1:{port}" if port else None
+                self._endpoints[rec.id] = status.get("addresses", {})
+                address = self._endpoints[rec.id].get(RUNTIME_PORT)
+                base = f"http://{address}" if address else None
             if base:
                 try:
                     r = await self.http.get(base + "/healthz", timeout=2.0)
@@ -305,17 +319,18 @@ class SessionHub:
             await asyncio.sleep(0.05)
         raise SessionStartFailed(f"session {rec.id}'s runtime did not answer within "
                                  f"{self.settings.start_timeout_s:.0f} s",
-                                 "see the session's log (docker logs codedesk-" + rec.id + ")")
+                                 f"see the session's log ({self.backend.logs_hint(rec.id)})")
 
     def _start_failure(self, rec: SessionRecord, status: dict[str, Any]) -> SessionStartFailed:
         logs = self.backend.logs(rec.id, 20) if status["status"] != "missing" else ""
         tail = [line for line in logs.splitlines() if line.strip()][-8:]
-        fix = "see the session's log below"
+        fix = f"see the session's log below ({self.backend.logs_hint(rec.id)})"
         if "seccomp" in logs:
             fix = ("the session's container ran without the seccomp profile Chromium needs: pass "
                    "--security-opt seccomp=desktop-image/seccomp-chromium.json (the hub's --seccomp FILE)")
+        reason = f", {status['reason']}" if status.get("reason") else ""
         return SessionStartFailed(f"session {rec.id}'s container {status['status']} during start "
-                                  f"(exit code {status.get('exit_code')})", fix, log=tail)
+                                  f"(exit code {status.get('exit_code')}{reason})", fix, log=tail)
 
     # ------------------------------------------------------------------ warm pool
     def _claim_warm(self, image: str, resources: dict[str, Any]) -> SessionRecord | None:
@@ -331,6 +346,8 @@ class SessionHub:
     def _fill_pool(self) -> None:
         if not self._backend_up or not self._reconciled:
             return
+        if time.monotonic() - self._last_claim < POOL_REFILL_DELAY_S:
+            return  # the claimer's first requests first: a session starting beside them would slow them
         pool = [r for r in self._records.values() if r.claimed_at is None and r.state in ("warm", "creating")]
         if len(pool) + self._warming < self.settings.warm and self._warming == 0:
             self._warming += 1
@@ -344,21 +361,23 @@ class SessionHub:
             self.store.insert(rec)
             self._records[rec.id] = rec
             self._event(rec, "creating", "for the warm pool")
-            await self._start_new(rec)
-            await self._warm_up(rec)
+            await self._start_new(rec, warm_up=True)
         except HubError as exc:
             log.warning("warm pool: %s %s", exc.message, exc.fix)
         finally:
             self._warming -= 1
 
-    async def _warm_up(self, rec: SessionRecord) -> None:
-        """One empty run_js, so the pool session's JS engine is ready before its first caller."""
+    async def _warm_up(self, rec: SessionRecord) -> bool:
+        """Ready a pool session for its first caller: one empty run_js (the runtime compiles its JS
+        engine on its first run, about a second here), then its desktop up (the viewer's secret is
+        written once every part of it is ready), so neither lands on the caller's first request.
+        Whether both happened; a session that did not warm up is handed out all the same."""
         from mcp import ClientSession
         from mcp.client.streamable_http import streamable_http_client
 
         import httpx2
 
-        base = f"http://127.0.0.1:{self._endpoints[rec.id][8765]}"
+        base = f"http://{self._endpoints[rec.id][RUNTIME_PORT]}"
         try:
             async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {rec.runtime_token}"},
                                           timeout=httpx2.Timeout(30.0, read=120)) as client:
@@ -366,11 +385,21 @@ class SessionHub:
                     async with ClientSession(read, write) as session:
                         await session.initialize()
                         await session.call_tool("run_js", {"code": "1"})
+            deadline = time.monotonic() + self.settings.start_timeout_s
+            while not await self._backend(self.backend.viewer_secret, rec.id):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"its desktop was not up within {self.settings.start_timeout_s:.0f} s")
+                await asyncio.sleep(0.5)
         except Exception as exc:  # noqa: BLE001 - a pool session that cannot warm up is still usable
             log.warning("warm pool: session %s did not warm up: %s", rec.id, exc)
+            return False
+        return True
 
     # ------------------------------------------------------------------ state changes
     async def pause(self, session_id: str, reason: str = "asked") -> dict[str, Any]:
+        """Freeze the session in memory; on a backend that cannot (Kubernetes), put it to sleep."""
+        if not getattr(self.backend, "can_pause", True):
+            return await self.sleep(session_id, f"{reason} (a pause is a sleep on {self.backend.name})")
         rec = self.record(session_id)
         async with self._lock(session_id):
             if rec.state == "running":
@@ -400,9 +429,9 @@ class SessionHub:
     async def ready(self, session_id: str, reason: str = "MCP request") -> str:
         """The base URL of the session's runtime, waking or resuming the session first."""
         rec = self.record(session_id)
-        port = self._endpoints.get(session_id, {}).get(8765)
-        if rec.state == "running" and port:
-            return f"http://127.0.0.1:{port}"
+        address = self._endpoints.get(session_id, {}).get(RUNTIME_PORT)
+        if rec.state == "running" and address:
+            return f"http://{address}"
         async with self._lock(session_id):
             if rec.state == "paused":
                 await self._backend(self.backend.unpause, session_id)
@@ -417,14 +446,14 @@ class SessionHub:
                 self._set_state(rec, "running", f"woken: {reason}")
             elif rec.state not in ("running",):
                 raise self._conflict(rec, "reach")
-            if not self._endpoints.get(session_id, {}).get(8765):
+            if not self._endpoints.get(session_id, {}).get(RUNTIME_PORT):
                 status = await self._backend(self.backend.status, session_id)
                 if status["status"] == "missing":
                     self._set_state(rec, "failed", "container missing",
                                     error="its container was removed outside the hub; it is not recreated")
                     raise self._conflict(rec, "reach")
-                self._endpoints[session_id] = status.get("ports", {})
-            return f"http://127.0.0.1:{self._endpoints[session_id][8765]}"
+                self._endpoints[session_id] = status.get("addresses", {})
+            return f"http://{self._endpoints[session_id][RUNTIME_PORT]}"
 
     def lost(self, session_id: str) -> None:
         """The runtime did not answer: forget its address, so the next request asks the backend."""
@@ -550,14 +579,14 @@ class SessionHub:
             raise Unauthorized("this viewer link has expired", "ask for a new one: codedesk session link ID")
         return self.record(link["session_id"]), link["mode"]
 
-    async def viewer_upstream(self, session_id: str) -> tuple[int, str]:
-        """The session's viewer port and secret, waking the session first."""
+    async def viewer_upstream(self, session_id: str) -> tuple[str, str]:
+        """The session's viewer address ("host:port") and secret, waking the session first."""
         await self.ready(session_id, "viewer")
         self.touch(session_id)
         secret = await self._backend(self.backend.viewer_secret, session_id)
         if not secret:
             raise SessionConflict(f"session {session_id}'s desktop is still starting", "reload the page in a few seconds")
-        return self._endpoints[session_id][6080], secret
+        return self._endpoints[session_id][VIEWER_PORT], secret
 
 
 def resources_schema() -> dict[str, Any]:

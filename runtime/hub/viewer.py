@@ -26,9 +26,9 @@ async def proxy_page(hub: SessionHub, link: str, subpath: str, scope: dict[str, 
     rec, _mode = hub.check_link(link)
     if scope["method"] not in ("GET", "HEAD") or ".." in subpath.split("/"):
         raise HubError("the viewer serves files only", "open the link as given", status_hint=405)
-    port, _secret = await hub.viewer_upstream(rec.id)
+    address, _secret = await hub.viewer_upstream(rec.id)
     try:
-        response = await hub.http.get(f"http://127.0.0.1:{port}/{subpath}")
+        response = await hub.http.get(f"http://{address}/{subpath}")
     except httpx.HTTPError as exc:
         raise HubError(f"session {rec.id}'s viewer does not answer", "reload the page in a few seconds",
                        status_hint=502) from exc
@@ -108,10 +108,10 @@ async def proxy_websocket(hub: SessionHub, scope: dict[str, Any], receive: Any, 
     rec, mode = hub.check_link(token.removesuffix(".resize"))
     if resize and mode == "view":
         raise Unauthorized("a view link cannot resize the screen", "ask for a control link")
-    port, secret = await hub.viewer_upstream(rec.id)
+    address, secret = await hub.viewer_upstream(rec.id)
     if (await receive())["type"] != "websocket.connect":
         return
-    upstream = await websockets.connect(f"ws://127.0.0.1:{port}/websockify?token={secret}{'.resize' if resize else ''}",
+    upstream = await websockets.connect(f"ws://{address}/websockify?token={secret}{'.resize' if resize else ''}",
                                         subprotocols=["binary"], max_size=None, compression=None)
     offered = [p.strip() for name, v in scope["headers"] if name == b"sec-websocket-protocol" for p in v.decode().split(",")]
     await send({"type": "websocket.accept", "subprotocol": "binary" if "binary" in offered else None})

@@ -9,16 +9,19 @@ failure (by the hub's label).
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import secrets
 import socket
+import struct
+import subprocess
 import time
 
 import anyio
 import pytest
 
-from tests.hub.conftest import HubProcess
+from tests.hub.conftest import CODEDESK, ROOT, HubProcess
 
 IMAGE = os.environ.get("CODEDESK_IMAGE", "codedesk:latest")
 
@@ -71,18 +74,23 @@ def _objects(hub_id: str) -> tuple[list, list]:
     return DOCKER.containers.list(all=True, filters=label), DOCKER.volumes.list(filters=label)
 
 
+def _stop_and_clean(h: HubProcess) -> None:
+    """Stop the hub, then remove whatever its sessions left in the engine (also after a failure)."""
+    h.stop()
+    containers, volumes = _objects(h.hub_id)
+    for c in containers:
+        c.remove(force=True)
+    for v in volumes:
+        v.remove(force=True)
+
+
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
     h = HubProcess(tmp_path_factory.mktemp("hub"), "admin-" + secrets.token_hex(8), "--image", IMAGE)
     try:
         yield h
     finally:
-        h.stop()
-        containers, volumes = _objects(h.hub_id)
-        for c in containers:
-            c.remove(force=True)
-        for v in volumes:
-            v.remove(force=True)
+        _stop_and_clean(h)
 
 
 def create(hub: HubProcess, **fields) -> dict:
@@ -181,6 +189,38 @@ def test_a_sleeping_session_wakes_on_an_mcp_request_with_its_files(hub, two):
     assert [e["event"] for e in shown["timeline"]][-3:] == ["sleeping", "waking", "running"]
 
 
+SITE = """
+await tools.exec.exec({bin: "sh", args: ["-c", "mkdir -p ~/site && echo '<title>site</title>' > ~/site/index.html && cd ~/site && exec python3 -m http.server 8099 --bind 127.0.0.1"],
+                       timeout: 600, detach: true});
+async function page(operations) {
+  for (let i = 0; ; i++) {  // until the little site answers
+    const r = await tools.browser.browser_execute({tab: "login", operations: [
+      {type: "navigate", params: {url: "http://127.0.0.1:8099/"}}, ...operations]});
+    if (!r.isError || i > 40) return r;
+    await new Promise((ok) => setTimeout(ok, 250));
+  }
+}
+"""
+
+
+def test_a_browser_login_cookie_written_before_sleep_is_there_after_wake(hub, two):
+    """A site's persistent cookie (a login, as far as the site knows) is on the session's disk:
+    the Chromium profile survives the container's stop and start."""
+    _, b = two
+    set_cookie = run_js(b, SITE + """
+const r = await page([{type: "evaluate", params: {script: "document.cookie = 'login=alice; max-age=86400; path=/'; document.cookie"}}]);
+JSON.stringify(r.results ? r.results[1].result : r)
+""", timeout=120)
+    assert "login=alice" in set_cookie["text"], set_cookie
+    assert hub.api("POST", f"/v1/sessions/{b['id']}/sleep").json()["state"] == "sleeping"
+    after = run_js(b, SITE + """
+const r = await page([{type: "evaluate", params: {script: "document.cookie"}}]);
+JSON.stringify(r.results ? r.results[1].result : r)
+""", timeout=120)
+    assert "login=alice" in after["text"], after
+    assert hub.api("GET", f"/v1/sessions/{b['id']}").json()["state"] == "running"
+
+
 def _viewer_handshake(hub: HubProcess, token: str, send: bytes = b"") -> bytes:
     """Open the hub's viewer websocket with a link token; the first bytes the session's VNC sends."""
     host, port = hub.url.removeprefix("http://").split(":")
@@ -222,6 +262,95 @@ def test_viewer_links_open_the_screen_through_the_hub_until_revoked_or_expired(h
     assert r.status_code == 401 and "expired" in r.json()["error"]["message"]
 
 
+class _RfbClient:
+    """A person's VNC client reduced to what the test needs: the handshake through the hub's
+    viewer websocket (a link's token), then key presses."""
+
+    def __init__(self, ws) -> None:  # noqa: ANN001 - a websockets connection
+        self.ws = ws
+        self._buf = b""
+        version = self._read(12)
+        assert version.startswith(b"RFB 003."), version
+        self.ws.send(version)
+        count = self._read(1)[0]
+        types = self._read(count)
+        assert 1 in types, types  # "None": the link and the session's secret are the authentication
+        self.ws.send(b"\x01")
+        assert self._read(4) == b"\x00\x00\x00\x00"
+        self.ws.send(b"\x01")  # ClientInit: share the desktop
+        header = self._read(24)
+        self._read(struct.unpack(">I", header[20:24])[0])  # ServerInit's name
+        width, height = struct.unpack(">HH", header[:4])
+        # As a viewer starts: its encodings (raw), then the whole screen asked for.
+        self.ws.send(b"\x02\x00" + struct.pack(">Hi", 1, 0))
+        self.ws.send(b"\x03\x00" + struct.pack(">HHHH", 0, 0, width, height))
+        time.sleep(0.5)
+
+    def _read(self, n: int) -> bytes:
+        while len(self._buf) < n:
+            message = self.ws.recv(timeout=30)
+            self._buf += message if isinstance(message, bytes) else message.encode()
+        out, self._buf = self._buf[:n], self._buf[n:]
+        return out
+
+    def click(self, x: int, y: int) -> None:
+        for mask in (1, 0):  # the left button down, then up
+            self.ws.send(b"\x05" + bytes([mask]) + struct.pack(">HH", x, y))
+            time.sleep(0.05)
+
+    def type(self, text: str) -> None:
+        for ch in text:  # Latin-1 keysyms are the characters' own codes
+            for down in (1, 0):
+                self.ws.send(b"\x04" + bytes([down]) + b"\x00\x00" + struct.pack(">I", ord(ch)))
+                time.sleep(0.02)
+
+
+
+@contextlib.contextmanager
+def rfb_client(hub: HubProcess, link_url: str):  # noqa: ANN201
+    """A VNC client through the hub's viewer websocket, opened with a viewer link's token."""
+    from websockets.sync.client import connect
+
+    token = link_url.split("token=")[1].split("&")[0]
+    with connect(hub.url.replace("http://", "ws://") + f"/websockify?token={token}", subprotocols=["binary"],
+                 open_timeout=60, max_size=None) as ws:
+        yield _RfbClient(ws)
+
+
+def test_a_control_link_lets_a_person_type_and_a_view_link_does_not(hub, two):
+    """Keys sent through a control link reach the focused page; the same keys through a view
+    link never reach the session."""
+    a, _ = two
+    focus = """
+const r = await tools.browser.browser_execute({tab: "typing", operations: [
+  {type: "navigate", params: {url: "data:text/html,<title>typing-target</title><textarea id=t autofocus style='position:fixed;inset:0;width:100%;height:100%'></textarea>"}},
+  {type: "evaluate", params: {script: "document.getElementById('t').focus(); document.getElementById('t').value"}}]});
+await tools.browser.desktop_execute({operations: [{type: "window.focus", params: {title: "typing-target"}}]});
+JSON.stringify(r.results[1].result)
+"""
+    read = """
+const r = await tools.browser.browser_execute({tab: "typing", operations: [
+  {type: "evaluate", params: {script: "document.getElementById('t').value"}}]});
+JSON.stringify(r.results[0].result)
+"""
+    assert not run_js(a, focus, timeout=120)["is_error"]
+    links = {mode: hub.api("POST", f"/v1/sessions/{a['id']}/viewer-links", json={"mode": mode}).json()["url"]
+             for mode in ("view", "control")}
+    with rfb_client(hub, links["view"]) as watcher:
+        watcher.click(640, 450)  # into the field, which fills the page, as a person would
+        watcher.type("nope")
+        time.sleep(1)
+    with rfb_client(hub, links["control"]) as person:
+        person.click(640, 450)
+        person.type("hello")
+        typed = ""
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and "hello" not in typed:
+            typed = run_js(a, read)["text"]
+            time.sleep(0.5)
+    assert "hello" in typed and "nope" not in typed, typed
+
+
 def test_the_hub_killed_and_restarted_lists_the_same_sessions_and_reports_a_removed_one_failed(hub, two):
     """SIGKILL loses nothing: the same sessions in the same states after a restart; a container
     removed behind the hub's back is reported failed, not recreated."""
@@ -255,6 +384,64 @@ def test_delete_leaves_no_container_or_volume_and_a_deleted_session_cannot_wake(
     assert not [v for v in volumes if v.attrs["Labels"]["codedesk.session"] in ids]
 
 
+def test_the_python_client_creates_uses_and_deletes_a_session_in_three_lines(hub):
+    """The README's three lines: create a session, an MCP client session on it, delete it; the
+    deleted session is refused plainly, by the client and at its MCP endpoint."""
+    from runtime.hub import Client
+
+    async def agent(hub_client: Client, session: dict) -> str:
+        async with hub_client.mcp(session) as mcp:
+            result = await mcp.call_tool("run_js", {"code": "6 * 7"})
+        return "".join(getattr(b, "text", "") for b in result.content)
+
+    with Client(hub.url, hub.token) as client:
+        session = client.create(metadata={"via": "client"})
+        assert anyio.run(agent, client, session) == "42"
+        assert client.delete(session["id"])["state"] == "deleted"
+        with pytest.raises(Exception) as refused:
+            client.wake(session["id"])
+        assert refused.value.code == "session_gone" and "create a new session" in refused.value.fix
+    import httpx  # the MCP endpoint of a deleted session says so too, rather than hang or answer 502
+
+    headers = {"Authorization": f"Bearer {session['token']}", "Accept": "application/json, text/event-stream"}
+    r = httpx.post(session["mcp_url"], headers=headers, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, timeout=30)
+    assert r.status_code == 410 and "create a new session" in r.json()["error"]["fix"], r.text
+
+
+def _cli(hub: HubProcess, *args: str, token: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*CODEDESK, "session", "--hub", hub.url, "--token", token or hub.token, *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_the_session_cli_drives_a_session_from_create_to_delete(hub):
+    """`codedesk session` end to end: create, list, show, pause, wake, sleep, link and revoke,
+    delete; a refusal is a message, its fix and exit code 1."""
+    made = _cli(hub, "create", "--meta", "via=cli", "--idle-timeout", "600")
+    assert made.returncode == 0, made.stderr
+    session = json.loads(made.stdout)
+    sid = session["id"]
+    try:
+        assert session["state"] == "running" and session["token"] and session["mcp_url"].endswith(f"/{sid}/mcp")
+        listed = json.loads(_cli(hub, "list", "--meta", "via=cli").stdout)
+        assert [s["id"] for s in listed] == [sid]
+        assert json.loads(_cli(hub, "show", sid).stdout)["idle_timeout_s"] == 600
+        assert json.loads(_cli(hub, "pause", sid).stdout)["state"] == "paused"
+        assert json.loads(_cli(hub, "wake", sid).stdout)["state"] == "running"
+        assert run_js(session, "1 + 1")["text"] == "2"
+        assert json.loads(_cli(hub, "sleep", sid).stdout)["state"] == "sleeping"
+        assert json.loads(_cli(hub, "wake", sid).stdout)["state"] == "running"
+        link = json.loads(_cli(hub, "link", sid, "--mode", "view", "--expires-in", "60").stdout)
+        assert link["mode"] == "view" and "view_only=1" in link["url"]
+        assert json.loads(_cli(hub, "link", sid, "--revoke", link["id"]).stdout) == {"id": link["id"], "revoked": True}
+        refused = _cli(hub, "list", token="not-the-admin-token")
+        assert refused.returncode == 1 and "admin token" in refused.stderr and "fix:" in refused.stderr
+    finally:
+        deleted = _cli(hub, "delete", sid)
+    assert deleted.returncode == 0 and json.loads(deleted.stdout)["state"] == "deleted"
+    gone = _cli(hub, "show", sid)
+    assert gone.returncode == 1 and "deleted" in gone.stderr and "create a new session" in gone.stderr
+
+
 def test_an_idle_session_is_paused_then_put_to_sleep_by_itself(hub):
     """No MCP request for idle_timeout_s pauses a session; as long again puts it to sleep."""
     s = create(hub, idle_timeout_s=4)
@@ -283,12 +470,7 @@ def test_the_session_limit_is_refused_naming_it(tmp_path):
         assert r.json()["error"]["limit"] == "max_sessions" and "--max-sessions" in r.json()["error"]["fix"]
         h.api("DELETE", f"/v1/sessions/{s['id']}")
     finally:
-        h.stop()
-        containers, volumes = _objects(h.hub_id)
-        for c in containers:
-            c.remove(force=True)
-        for v in volumes:
-            v.remove(force=True)
+        _stop_and_clean(h)
 
 
 def test_a_container_without_the_seccomp_profile_says_so_with_the_flag():
@@ -309,3 +491,30 @@ def test_a_container_without_the_seccomp_profile_says_so_with_the_flag():
         assert token not in logs, logs
     finally:
         c.remove(force=True, v=True)
+
+
+def test_a_warm_pool_session_is_handed_out_warmed_up_and_the_pool_refills(tmp_path):
+    """With --warm 1 a create is answered from the pool with a session whose JS engine already ran
+    and whose desktop is up (its timeline says so), and another pool session is started behind it."""
+    h = HubProcess(tmp_path, "admin", "--image", IMAGE, "--warm", "1")
+
+    def pool() -> list[str]:
+        return [s["id"] for s in h.api("GET", "/v1/sessions?state=warm").json()["sessions"]]
+
+    try:
+        deadline = time.monotonic() + 300
+        while not pool() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        first = pool()
+        assert first, h.log.read_text()[-2000:]
+        s = create(h)
+        assert s["id"] == first[0] and s["state"] == "running"
+        assert run_js(s, "1 + 1") == {"text": "2", "is_error": False}
+        events = {e["event"]: e["detail"] for e in h.api("GET", f"/v1/sessions/{s['id']}").json()["timeline"]}
+        assert "its engine ran, its desktop is up" in events["warm"] and "claimed" in events, events
+        deadline = time.monotonic() + 300
+        while not [i for i in pool() if i != s["id"]] and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert [i for i in pool() if i != s["id"]], h.log.read_text()[-2000:]
+    finally:
+        _stop_and_clean(h)
