@@ -15,7 +15,8 @@ Replay needs the capability servers and the sandbox, so it runs here, in the run
   record holds the answer whole, and sent for real otherwise. The first call that differs is
   refused (the script's `mcp.callTool` throws) and ends the replay with `replay_divergence`;
   so does a script that makes fewer calls than its record.
-  With `until`, calls after that sequence number are sent for real, unchecked.
+  With `until`, calls after that sequence number are sent for real, unchecked. `script` runs
+  an edited version of the script instead, checked against the same record.
 
 Either way the replay is itself a run on the timeline (`replay_of` names the original).
 """
@@ -55,9 +56,7 @@ class Replay:
         self._redactor = timeline.writer.redactor if timeline is not None else Redactor(
             session_secrets(extra=known_secrets))
 
-    async def replay(self, run: str, mode: str, until: int | None) -> types.CallToolResult:
-        if self._timeline is not None:
-            await anyio.to_thread.run_sync(self._timeline.flush)
+    async def replay(self, run: str, mode: str, until: int | None, script: str | None = None) -> types.CallToolResult:
         start, calls = await anyio.to_thread.run_sync(self._read, run)
         if until is not None:
             checked = [entry for entry in calls if entry["seq"] <= until]
@@ -65,7 +64,7 @@ class Replay:
             checked = calls
         if mode == "calls":
             return await self._replay_calls(run, checked)
-        return await self._replay_script(run, start, calls, until)
+        return await self._replay_script(run, start, calls, until, script)
 
     def _read(self, run: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         folder = self._timeline.folder if self._timeline is not None else timeline_dir()
@@ -137,9 +136,9 @@ class Replay:
     # -- script -----------------------------------------------------------------------------
 
     async def _replay_script(self, run: str, start: dict[str, Any], calls: list[dict[str, Any]],
-                             until: int | None) -> types.CallToolResult:
+                             until: int | None, script: str | None) -> types.CallToolResult:
         detail = start.get("detail") or {}
-        language, code = detail.get("language"), detail.get("script")
+        language, code = detail.get("language"), script if script is not None else detail.get("script")
         if language not in ("js", "py") or not isinstance(code, str):
             raise ToolError("not_found", f"run {run!r} has no script to run again (it is a {language} run)",
                             hint="replay it with mode 'calls'")

@@ -29,7 +29,7 @@ from .store import TimelineReader, TimelineUnavailable, events_iter, timeline_di
 INLINE_JSONL_CHARS = 32 * 1024
 """`timeline_export` returns the JSON Lines inline too when they are at most this long."""
 
-Replayer = Callable[[str, str, "int | None"], Awaitable[types.CallToolResult]]
+Replayer = Callable[[str, str, "int | None", "str | None"], Awaitable[types.CallToolResult]]
 
 
 @dataclass
@@ -89,7 +89,10 @@ class ReplayArgs(Args):
     mode: Literal["calls", "script"] = Field(description="calls: re-issue the run's capability calls in order and "
                                              "compare each answer with its record; script: run its script again, "
                                              "read-only calls that match their record answered from it.")
-    until: int | None = Field(None, ge=1, description="Stop after the call with this sequence number.")
+    until: int | None = Field(None, ge=1, description="Check calls up to this sequence number only; later ones "
+                              "are sent unchecked (script) or not at all (calls).")
+    script: str | None = Field(None, description="mode script only: run this version of the script instead of the "
+                               "recorded one, checked against the record call by call.")
 
 
 class QueryOutput(OutputModel):
@@ -174,7 +177,11 @@ async def replay(state: SessionState, args: ReplayArgs) -> types.CallToolResult:
     if state.replayer is None:
         raise ToolError("unavailable", "replay runs inside the runtime, which calls the other capability servers; "
                         "this session server runs on its own", hint="call timeline_replay from a run_js / run_py script")
-    return await state.replayer(args.run, args.mode, args.until)
+    if args.script is not None and args.mode != "script":
+        raise ToolError("invalid_arguments", "script is for mode 'script' only", field="script")
+    if state.flush is not None:
+        await anyio.to_thread.run_sync(state.flush)
+    return await state.replayer(args.run, args.mode, args.until, args.script)
 
 
 READ_ONLY = {"read_only_hint": True, "open_world_hint": False}
