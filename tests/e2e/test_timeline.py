@@ -90,9 +90,9 @@ def test_a_run_across_servers_leaves_one_ordered_timeline_with_its_screenshots(r
     _js(rt, f"""
 await mcp.callTool("browser", "browser_execute", {{tab: "timeline", operations: [
   {{type: "navigate", params: {{url: "{url}/form.html"}}}}, {{type: "screenshot"}}]}});
-await mcp.callTool("exec", "run", {{bin: "sh", args: ["-c", "echo hello > $HOME/timeline-note.txt"], timeout: 10}});
-const home = (await mcp.callTool("exec", "run", {{bin: "sh", args: ["-c", "echo -n $HOME"], timeout: 10}}));
-const h = home.structuredContent.logs.trim();
+await tools.exec.run({{bin: "sh", args: ["-c", "echo hello > $HOME/timeline-note.txt"], timeout: 10}});
+const home = await tools.exec.run({{bin: "sh", args: ["-c", "echo -n $HOME"], timeout: 10}});
+const h = home.logs.trim();
 await mcp.callTool("documents", "get_file_overview", {{path: h + "/timeline-note.txt"}});
 JSON.stringify(1)
 """)
@@ -168,8 +168,8 @@ def test_secrets_in_arguments_appear_nowhere_in_the_timeline(rt, desktop_session
     """The HTTP token and a field named password are redacted in the database, the screenshots'
     folder and both exports."""
     _js(rt, f"""
-await mcp.callTool("exec", "run", {{bin: "echo", args: ["{TOKEN}"], timeout: 10}});
-await mcp.callTool("exec", "run", {{bin: "true", password: "{PASSWORD}"}});
+await tools.exec.run({{bin: "echo", args: ["{TOKEN}"], timeout: 10}});
+await mcp.callTool("exec", "exec", {{bin: "true", password: "{PASSWORD}"}});
 const pw = ["{PASSWORD[:6]}", "{PASSWORD[6:]}"].join("");
 await mcp.callTool("browser", "browser_execute", {{tab: "timeline", operations: [
   {{type: "setContent", params: {{html: "<p>" + pw + "</p>"}}}}, {{type: "getText"}}], password: pw}});
@@ -194,8 +194,8 @@ def test_sigkill_mid_run_leaves_the_timeline_up_to_the_kill(desktop_session):
         process = client._ensure().process
         assert process is not None
         code = """
-for (let i = 0; i < 3; i++) await mcp.callTool("exec", "run", {bin: "echo", args: ["step-" + i], timeout: 10});
-await mcp.callTool("exec", "run", {bin: "sleep", args: ["30"], timeout: 60});
+for (let i = 0; i < 3; i++) await tools.exec.run({bin: "echo", args: ["step-" + i], timeout: 10});
+await tools.exec.run({bin: "sleep", args: ["30"], timeout: 60});
 """
         worker = threading.Thread(target=lambda: _swallow(client.run_js, code, timeout_seconds=60), daemon=True)
         worker.start()
