@@ -101,7 +101,7 @@ async def measure(reps: int) -> dict[str, dict[str, list[float]]]:
                     assert not result.is_error, result.content
                 runtimes["on"].timeline.flush()  # the writer's backlog is not carried into the next rep
     finally:
-        for runtime in runtimes.values():
+        for runtime in reversed(list(runtimes.values())):  # entered in order: left in reverse
             await runtime.__aexit__(None, None, None)
     return times
 
