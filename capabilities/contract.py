@@ -24,7 +24,8 @@ Error kinds (`ErrorKind`): `invalid_arguments` (the request is wrong: nothing ra
 `unknown_tool`, `not_found` (a file, tab, command or element that is not there), `refused`
 (a policy said no: a path outside the roots, a denied address), `timeout`, `unavailable`
 (the desktop, the browser or a helper program cannot be reached), `failed` (the action ran and
-did not succeed), `internal` (a bug in the server: the message says what to report).
+did not succeed), `internal` (a bug in the server: the message says what to report),
+`replay_divergence` (a replayed run did not do what its record says: where and why).
 
 Cancellation. When the client cancels a call (`notifications/cancelled`, or the connection
 closing), the SDK cancels the handler's task: its awaits stop at once. Work the event loop does
@@ -61,7 +62,8 @@ from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, Valid
 log = logging.getLogger("codedesk.capabilities")
 
 ErrorKind = Literal[
-    "invalid_arguments", "unknown_tool", "not_found", "refused", "timeout", "unavailable", "failed", "internal"
+    "invalid_arguments", "unknown_tool", "not_found", "refused", "timeout", "unavailable", "failed", "internal",
+    "replay_divergence",
 ]
 ERROR_KINDS: tuple[str, ...] = get_args(ErrorKind)
 

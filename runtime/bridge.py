@@ -1,6 +1,7 @@
 """The bridge: one MCP client session per capability server, used by scripts' `mcp.callTool`.
 
-Servers start lazily, on the first call or listing that needs them. Calls run concurrently
+A server may also be served in this process (`local`, over memory streams): the runtime's own
+`session` server. Servers start lazily, on the first call or listing that needs them. Calls run concurrently
 over the one session. A capability's own `isError` result is returned as data, never raised.
 
 Servers come back by themselves. The bridge notices at once when a server's connection ends
@@ -27,7 +28,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -164,9 +165,11 @@ class _Link:
     """
 
     def __init__(self, name: str, config: ServerConfig, health: _Health,
-                 on_list_changed: Callable[[], None], on_died: Callable[[], None]) -> None:
+                 on_list_changed: Callable[[], None], on_died: Callable[[], None],
+                 local: LocalServer | None = None) -> None:
         self.name = name
         self.config = config
+        self.local = local
         self.health = health
         self.session: ClientSession | None = None
         self.tools: list[types.Tool] = []
@@ -199,7 +202,8 @@ class _Link:
             async with AsyncExitStack() as stack:
                 tg = await stack.enter_async_context(anyio.create_task_group())
                 stack.callback(tg.cancel_scope.cancel)  # the stderr reader, once all else is shut
-                errlog = self._stderr(tg) if isinstance(self.config, StdioServer) else sys.stderr
+                spawned = isinstance(self.config, StdioServer) and self.local is None
+                errlog = self._stderr(tg) if spawned else sys.stderr
                 before = _children()
                 try:
                     read, write = await stack.enter_async_context(self._transport(errlog))
@@ -232,7 +236,7 @@ class _Link:
         """Hold a pidfd on the server's process (our new child running its command), so a call can tell a
         server that was already dead when it was sent (the call never ran) from one that died
         during it."""
-        if not isinstance(self.config, StdioServer):
+        if not isinstance(self.config, StdioServer) or self.local is not None:
             return
         tail = [*self.config.args] or [self.config.command]
         ours = []
@@ -289,6 +293,8 @@ class _Link:
         return os.fdopen(write_fd, "w")
 
     def _transport(self, errlog: Any) -> Any:
+        if self.local is not None:
+            return in_process(self.local)
         if isinstance(self.config, StdioServer):
             # As the desktop user when we are root, with an environment of its own (launch.py).
             account = server_account()
@@ -317,6 +323,26 @@ class _Link:
                 logger.debug("re-listing tools of %r failed: %r", self.name, exc)
                 return
             self._on_list_changed()
+
+
+LocalServer = Callable[[], Any]
+"""Makes an MCP server (the SDK's low-level `Server`) that the bridge serves in this process."""
+
+
+@asynccontextmanager
+async def in_process(make_server: LocalServer) -> Any:
+    """A transport to a server run in this process, over memory streams: for the runtime's own
+    `session` server, which reads what only the runtime may read."""
+    from mcp.shared.memory import create_client_server_memory_streams
+
+    server = make_server()
+    async with create_client_server_memory_streams() as (client_streams, (read, write)):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.run, read, write, server.create_initialization_options())
+            try:
+                yield client_streams
+            finally:
+                tg.cancel_scope.cancel()
 
 
 def _children() -> set[int]:
@@ -368,8 +394,10 @@ class Bridge:
     a server started, restarted with different tools, or announced `tools/list_changed`.
     """
 
-    def __init__(self, servers: Mapping[str, ServerConfig], on_tools_changed: Callable[[], None] | None = None) -> None:
+    def __init__(self, servers: Mapping[str, ServerConfig], on_tools_changed: Callable[[], None] | None = None,
+                 local: Mapping[str, LocalServer] | None = None) -> None:
         self.servers = dict(servers)
+        self._local = dict(local or {})
         self._links: dict[str, _Link] = {}
         self._start_locks = {name: anyio.Lock() for name in self.servers}
         self._known_tools: dict[str, list[types.Tool]] = {}
@@ -532,7 +560,8 @@ class Bridge:
                 if link is not None:
                     link.close()
                 link = _Link(server, self.servers[server], self._health[server],
-                             lambda: self._absorb(server), lambda: self._died(server, link))
+                             lambda: self._absorb(server), lambda: self._died(server, link),
+                             self._local.get(server))
                 self._links[server] = link
                 assert self._task_group is not None, "use the Bridge as an async context manager"
                 self._task_group.start_soon(link.run, name=f"capability server {server}")

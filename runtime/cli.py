@@ -8,6 +8,10 @@
     codedesk run FILE.js|FILE.py [--config FILE]
         Run one script against the configured capability servers and print its result as the
         agent would see it; exit status 1 when the run fails.
+    codedesk timeline [--run ID] [--since T] [--server S] [--format jsonl|html] [--output FILE]
+        The session's timeline (every run and each capability call it made), as JSON Lines on
+        stdout or in FILE, or as a self-contained HTML report (FILE, default in the timeline's
+        exports folder; its path is printed).
     codedesk desktop up|down|status ...
         The desktop session. Dispatched, with the remaining arguments, to
         `runtime.desktop.cli_main(argv: list[str]) -> int | None`, imported only when used;
@@ -42,7 +46,8 @@ def _parser() -> argparse.ArgumentParser:
         description="codedesk: one MCP tool, run_js / run_py, that gives an agent a Linux desktop "
         "through scripts running in a WebAssembly sandbox.",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{serve,run,desktop,hub,session}")
+    commands = parser.add_subparsers(dest="command", required=True,
+                                     metavar="{serve,run,timeline,desktop,hub,session}")
 
     serve = commands.add_parser(
         "serve",
@@ -74,6 +79,19 @@ def _parser() -> argparse.ArgumentParser:
                      "capability servers (default: $CODEDESK_CONFIG)")
     run.add_argument("--timeout", type=float, metavar="SECONDS", help="timeout_seconds of the run")
 
+    timeline = commands.add_parser(
+        "timeline",
+        help="print or export the session's timeline (runs and their capability calls)",
+        description="The session's timeline: every run_js / run_py run and each capability call it made, "
+        "secrets redacted. JSON Lines on stdout by default; --format html writes a self-contained report.",
+    )
+    timeline.add_argument("--run", metavar="ID", help="only this run")
+    timeline.add_argument("--since", metavar="T", help="only entries at or after T (epoch seconds or ISO 8601)")
+    timeline.add_argument("--server", metavar="NAME", help="only calls to this capability server")
+    timeline.add_argument("--format", choices=("jsonl", "html"), default="jsonl")
+    timeline.add_argument("--output", metavar="FILE", type=Path, help="write here instead (html: default in the "
+                          "timeline's exports folder)")
+
     commands.add_parser(
         "desktop",
         help="the desktop session: up, down, status",
@@ -101,7 +119,45 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "timeline":
+        return _timeline(args)
     return _run(args)
+
+
+def _timeline(args: argparse.Namespace) -> int:
+    import time
+
+    from capabilities.contract import ToolError
+    from capabilities.session_server import export
+    from capabilities.session_server.store import TimelineReader, TimelineUnavailable, events_iter
+    from capabilities.session_server.tools import parse_since
+
+    try:
+        since = parse_since(float(args.since) if args.since and args.since.replace(".", "", 1).isdigit()
+                            else args.since)
+        reader = TimelineReader()
+    except (ToolError, TimelineUnavailable) as exc:
+        print(f"codedesk: {exc}", file=sys.stderr)
+        return 2
+    with reader:
+        entries = list(events_iter(reader, since=since, run=args.run, server=args.server))
+        if args.format == "jsonl":
+            text = export.jsonl(entries)
+            if args.output is None:
+                sys.stdout.write(text)
+            else:
+                args.output.write_text(text, encoding="utf-8")
+            return 0
+        title = f"codedesk timeline — {'run ' + args.run if args.run else 'session'}"
+        report = export.html_report(reader, entries, title)
+        if args.output is not None:
+            args.output.write_text(report, encoding="utf-8")
+            path = args.output
+        else:
+            path = reader.write_export(f"timeline-{args.run or 'all'}-{time.strftime('%Y%m%dT%H%M%S')}.html",
+                                       report.encode())
+    print(path)
+    return 0
 
 
 def _load(config: str | None):  # noqa: ANN202 - keeps runtime.config import lazy

@@ -7,7 +7,8 @@ The configuration uses the common `mcpServers` format:
         "other": {"url": "https://...", "headers": {...}}           # a streamable HTTP server
     }}
 
-The built-in capability servers (`browser`, `exec`, `documents`, `files`, `web`, `memory`) are
+The built-in capability servers (`browser`, `exec`, `documents`, `files`, `web`, `memory`,
+`session`) are
 the default; a user config file (`--config FILE` or `$CODEDESK_CONFIG`) adds servers or
 overrides them by name. Its `webSearch` entry names the web server's search provider (`web_search_env`):
 `{"server": "<an mcpServers name>", "tool": "...", "argument"?, "arguments"?}` or an HTTP API
@@ -69,17 +70,24 @@ class _ConfigFile(BaseModel):
 _SERVER_ADAPTER: TypeAdapter[ServerConfig] = TypeAdapter(ServerConfig)
 
 
+BUILTIN_MODULES = {"browser": "browser", "exec": "exec", "documents": "documents", "files": "files",
+                   "web": "web", "memory": "memory", "session": "session_server"}
+"""Each built-in server's package under `capabilities/` (`session`'s is `session_server`:
+`capabilities.session` finds the desktop session)."""
+
+
 def builtin_servers() -> dict[str, ServerConfig]:
-    """The capability servers shipped with codedesk, each run with this Python."""
+    """The capability servers shipped with codedesk, each run with this Python. The runtime
+    serves `session` in its own process (`runtime/server.py`); its entry says what it is."""
     return {
-        name: StdioServer(command=sys.executable, args=("-m", f"capabilities.{name}"))
-        for name in ("browser", "exec", "documents", "files", "web", "memory")
+        name: StdioServer(command=sys.executable, args=("-m", f"capabilities.{module}"))
+        for name, module in BUILTIN_MODULES.items()
     }
 
 
 DECLARED_IN_FULL = frozenset({"browser", "exec", "documents"})
 """The built-in servers whose typed declarations run_js's and run_py's descriptions carry whole;
-the others (`web`, `memory`) are named there with their tools, so that both descriptions stay
+the others (`files`, `web`, `memory`, `session`) are named there with their tools, so that both descriptions stay
 within the tools/list budget (their full declarations are one `mcp.describe(server)` away, and
 their typed functions work all the same)."""
 
@@ -156,7 +164,7 @@ def web_search_env(data: Any, servers: dict[str, ServerConfig], source: str = "c
         return json.dumps(entry)
     name = entry["server"]
     target = servers.get(name) if isinstance(name, str) else None
-    if target is None or name in ("web", "memory"):
+    if target is None or name in ("web", "memory", "session"):
         raise ConfigError(f"{source}: webSearch.server must name a search server of mcpServers, not {name!r}")
     rest = {key: value for key, value in entry.items() if key != "server"}
     return json.dumps({**rest, "mcp": target.model_dump(mode="json", exclude_none=True)})

@@ -58,7 +58,8 @@ Which capability: browser_execute for anything inside a web page (selectors and 
 desktop_execute for what no page contains: the browser's own interface and dialogs, the file \
 chooser, other windows, the clipboard; exec for programs; files to read, write, edit and search \
 text files; documents for PDFs, Office files, images; web to read a page as markdown without a tab (fetch; fetch_rendered runs its scripts); memory to keep \
-and recall what you learn, and the session's skills (skills_list names them below)."""
+and recall what you learn, and the session's skills (skills_list names them below); session for \
+the timeline of what every run did (timeline_query), its export and replay."""
 
 
 def _mib(n: int) -> str:

@@ -36,6 +36,7 @@ from . import listing_cache as listing_cache_module
 from .arguments import ArgumentsError, RunJsArguments, RunPyArguments, input_schema, parse_arguments
 from .bridge import START_TIMEOUT_SECONDS, Bridge, BridgeError, tool_to_dict
 from .config import DECLARED_IN_FULL, ServerConfig, builtin_servers, is_builtin
+from .recording import Timeline
 from .results import error_result, to_call_tool_result
 
 logger = logging.getLogger(__name__)
@@ -62,11 +63,16 @@ class Runtime:
     """Engines, bridge and descriptions for one serving process. Use as an async context manager."""
 
     def __init__(
-        self, servers: Mapping[str, ServerConfig], *, listing_cache: Path | None = None, start_servers: bool = False
+        self, servers: Mapping[str, ServerConfig], *, listing_cache: Path | None = None, start_servers: bool = False,
+        known_secrets: tuple[str, ...] = (),
     ) -> None:
         self.servers = dict(servers)
         self._start_servers = start_servers
-        self.bridge = Bridge(self.servers, on_tools_changed=self._tools_changed)
+        self._known_secrets = known_secrets
+        self.timeline: Timeline | None = None
+        # The session server reads the timeline, which is the runtime's alone: served in this process.
+        local = {"session": self._session_server} if is_builtin("session", self.servers.get("session")) else {}
+        self.bridge = Bridge(self.servers, on_tools_changed=self._tools_changed, local=local)
         self._listing_cache = listing_cache if listing_cache is not None else listing_cache_module.default_path()
         self._remembered = listing_cache_module.load(self._listing_cache, self.servers)
         self._clients: dict[str, Any] = {}
@@ -75,6 +81,7 @@ class Runtime:
         self._task_group: anyio.abc.TaskGroup | None = None
 
     async def __aenter__(self) -> Runtime:
+        self.timeline = Timeline.open(self._known_secrets)
         await self.bridge.__aenter__()
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
@@ -87,7 +94,37 @@ class Runtime:
         task_group, self._task_group = self._task_group, None
         task_group.cancel_scope.cancel()
         await task_group.__aexit__(None, None, None)
-        await self.bridge.__aexit__(*exc_info)
+        try:
+            await self.bridge.__aexit__(*exc_info)
+        finally:
+            if self.timeline is not None:
+                self.timeline.close()
+
+    # -- the session server -------------------------------------------------------------------
+
+    def _session_server(self) -> Any:
+        from capabilities.session_server.server import build_server as build_session_server
+        from capabilities.session_server.store import timeline_dir
+        from capabilities.session_server.tools import SessionState
+
+        from .replay import Replay
+
+        timeline = self.timeline
+        replay = Replay(self.bridge.call_tool, self._read_only, self._run_for_replay, timeline, self._known_secrets)
+        state = SessionState(folder=timeline.folder if timeline is not None else timeline_dir(),
+                             replayer=replay.replay, flush=timeline.flush if timeline is not None else None)
+        return build_session_server(state=state)
+
+    def _read_only(self, server: str, tool: str) -> bool:
+        for known in self.bridge.known_tools().get(server, ()):
+            if known.name == tool:
+                return bool(known.annotations is not None and known.annotations.read_only_hint)
+        return False
+
+    async def _run_for_replay(self, language: str, code: str, call_tool: Any, *, replay_of: str,
+                              on_run: Any, limits: dict[str, Any]) -> types.CallToolResult:
+        return await self.run(language, {**limits, "code": code}, call_tool=call_tool, replay_of=replay_of,
+                              on_run=on_run)
 
     # -- descriptions -------------------------------------------------------------------------
 
@@ -187,8 +224,15 @@ class Runtime:
         arguments: Any,
         *,
         on_console: Any = None,
+        call_tool: Any = None,
+        replay_of: str | None = None,
+        on_run: Any = None,
     ) -> types.CallToolResult:
-        """Validate the arguments, run the script, and return the agent-facing result."""
+        """Validate the arguments, run the script, and return the agent-facing result.
+
+        The run and each capability call it makes go on the timeline. `call_tool` stands in for
+        the bridge's (a replay's answers from the record), `replay_of` names the run a replay
+        re-runs, `on_run` is told the run's id."""
         model = RunJsArguments if language == "js" else RunPyArguments
         try:
             args = parse_arguments(model, arguments)
@@ -196,11 +240,27 @@ class Runtime:
             return error_result(f"{'run_js' if language == 'js' else 'run_py'}: {exc}")
         limits = _limits(language, args)
         engine = await self.engine(language)
+        call = call_tool if call_tool is not None else self.bridge.call_tool
+        recorder = None
+        if self.timeline is not None:
+            given = {k: v for k, v in args if k != "code" and v is not None}
+            recorder = self.timeline.start_run(language, args.code, call, limits=given, replay_of=replay_of,
+                                               mode="script" if replay_of is not None else None)
+            call = recorder.call_tool
+            if on_run is not None:
+                on_run(recorder.run)
+        result = await self._execute(engine, language, args.code, call, limits, on_console)
+        if recorder is not None:
+            recorder.end(result)
+        return result
+
+    async def _execute(self, engine: Any, language: str, code: str, call: Any, limits: Any,
+                       on_console: Any) -> types.CallToolResult:
         try:
             with anyio.move_on_after(limits.timeout_seconds + TIMEOUT_GRACE_SECONDS) as backstop:
                 result = await engine.run(
-                    args.code,
-                    call_tool=self.bridge.call_tool,
+                    code,
+                    call_tool=call,
                     list_tools=functools.partial(self.list_for_guest, language),
                     limits=limits,
                     on_console=on_console,
@@ -424,7 +484,7 @@ async def serve_http(
         raise ValueError("the HTTP transport needs a non-empty bearer token")
     sock = listen_tcp(host, port)  # before the banner: a client that reads it may connect at once
     bound_port = sock.getsockname()[1]
-    async with Runtime(servers, start_servers=start_servers) as runtime:
+    async with Runtime(servers, start_servers=start_servers, known_secrets=(token,)) as runtime:
         server = build_server(runtime)
         app = _with_health(BearerTokenGuard(server.streamable_http_app(host=host), token))
         url_host = f"[{host}]" if ":" in host else host

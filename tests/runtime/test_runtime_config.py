@@ -20,7 +20,7 @@ def test_builtin_servers_are_the_default(monkeypatch) -> None:
     """Without a config file the runtime offers browser, exec, documents, files, web and memory, run by this Python."""
     monkeypatch.delenv("CODEDESK_CONFIG", raising=False)
     servers = load_servers()
-    assert list(servers) == ["browser", "exec", "documents", "files", "web", "memory"]
+    assert list(servers) == ["browser", "exec", "documents", "files", "web", "memory", "session"]
     assert servers["exec"] == StdioServer(command=sys.executable, args=("-m", "capabilities.exec"))
 
 
@@ -31,7 +31,7 @@ def test_user_config_adds_and_overrides_servers(tmp_path) -> None:
         "remote": {"url": "https://example.test/mcp", "headers": {"Authorization": "Bearer x"}},
     }})
     servers = load_servers(path)
-    assert list(servers) == ["browser", "exec", "documents", "files", "web", "memory", "remote"]
+    assert list(servers) == ["browser", "exec", "documents", "files", "web", "memory", "session", "remote"]
     assert servers["exec"] == StdioServer(command="my-exec", args=("--fast",), env={"A": "1"})
     assert servers["remote"] == HttpServer(url="https://example.test/mcp", headers={"Authorization": "Bearer x"})
 

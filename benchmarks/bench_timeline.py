@@ -1,0 +1,136 @@
+"""Benchmark the timeline's cost on runs (goal: a ratio of 1.05 or less, recording on / off).
+
+Two runs, each timed through the runtime in this process (`Runtime.run`, the path of every
+run_js call) with the timeline recording (`$CODEDESK_TIMELINE` on) and without (off), the
+two alternating so the machine's noise falls on both:
+
+- a 100-step browser_execute-style run: 100 calls in a row, each answered with a step's
+  structured result and a screenshot-sized PNG (about 200 KB, which the timeline saves as a file);
+- 100 cheap calls in a row (an echo).
+
+The capability server is this file run with `--serve` (stdio), so the figures hold the
+runtime's and the timeline's costs, not a browser's.
+
+Usage: .venv/bin/python benchmarks/bench_timeline.py [--quick] [--reps N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+GOAL_RATIO = 1.05
+STEPS = 100
+
+
+def serve() -> None:
+    """A stdio MCP server with `step` (a browser-style answer with a screenshot) and `echo`."""
+    import anyio
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
+
+    shot = base64.b64encode(b"\x89PNG\r\n\x1a\n" + os.urandom(150_000)).decode("ascii")
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[types.Tool(name=name, description=name, input_schema={"type": "object"})
+                                            for name in ("step", "echo")])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        args = params.arguments or {}
+        if params.name == "echo":
+            return types.CallToolResult(content=[types.TextContent(text=json.dumps(args))], structured_content=args)
+        body = {"tab": "main", "url": "http://127.0.0.1/page", "results": [
+            {"operation": "screenshot", "result": {"image_index": 0, "width": 1280, "height": 800}}]}
+        return types.CallToolResult(content=[types.TextContent(text=json.dumps(body)),
+                                             types.ImageContent(data=shot, mime_type="image/png")],
+                                    structured_content=body)
+
+    server = Server("bench", on_list_tools=list_tools, on_call_tool=call_tool)
+
+    async def main() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(main)
+
+
+SCRIPTS = {
+    f"{STEPS}-step browser_execute-style run": f"""
+for (let i = 0; i < {STEPS}; i++)
+  await mcp.callTool("bench", "step", {{operations: [{{type: "click", params: {{selector: "#b" + i}}}}, {{type: "screenshot"}}]}});
+1""",
+    f"{STEPS} cheap capability calls": f"""
+for (let i = 0; i < {STEPS}; i++) await mcp.callTool("bench", "echo", {{i, text: "x"}});
+1""",
+}
+
+
+async def measure(reps: int) -> dict[str, dict[str, list[float]]]:
+    from runtime.config import StdioServer
+    from runtime.server import Runtime
+
+    servers = {"bench": StdioServer(command=sys.executable, args=(str(Path(__file__).resolve()), "--serve"))}
+    times: dict[str, dict[str, list[float]]] = {name: {"on": [], "off": []} for name in SCRIPTS}
+    runtimes = {}
+    for mode in ("on", "off"):
+        os.environ["CODEDESK_TIMELINE"] = mode
+        runtimes[mode] = Runtime(servers, listing_cache=Path(tempfile.mkdtemp()) / "tools.json")
+        await runtimes[mode].__aenter__()
+        for code in SCRIPTS.values():  # warm: engines made, servers started
+            await runtimes[mode].run("js", {"code": code, "timeout_seconds": 120})
+    assert runtimes["on"].timeline is not None and runtimes["off"].timeline is None
+    try:
+        for _ in range(reps):
+            for name, code in SCRIPTS.items():
+                for mode in ("on", "off"):
+                    started = time.perf_counter()
+                    result = await runtimes[mode].run("js", {"code": code, "timeout_seconds": 120})
+                    times[name][mode].append(time.perf_counter() - started)
+                    assert not result.is_error, result.content
+                runtimes["on"].timeline.flush()  # the writer's backlog is not carried into the next rep
+    finally:
+        for runtime in reversed(list(runtimes.values())):  # entered in order: left in reverse
+            await runtime.__aexit__(None, None, None)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="3 repetitions (CI's smoke mode)")
+    parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve()
+        return
+    import anyio
+
+    data = tempfile.mkdtemp(prefix="bench-timeline-")
+    os.environ["CODEDESK_DATA"] = data
+    reps = 3 if args.quick else args.reps
+    times = anyio.run(measure, reps)
+    print(f"timeline recording, medians of {reps} runs each (data dir {data})")
+    worst = 0.0
+    for name, by_mode in times.items():
+        on, off = statistics.median(by_mode["on"]), statistics.median(by_mode["off"])
+        worst = max(worst, on / off)
+        print(f"{name:<40} on {on * 1000:8.1f} ms   off {off * 1000:8.1f} ms   ratio {on / off:5.3f}x   "
+              f"per call +{(on - off) / STEPS * 1000:6.3f} ms")
+    verdict = "meets" if worst <= GOAL_RATIO else "misses"
+    print(f"goal: recording costs <= {GOAL_RATIO:g}x a run without it: {verdict} it (worst {worst:.3f}x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""The runtime's side of the timeline: each run and each capability call it makes, recorded
+as it happens (`capabilities.session_server.store` defines the record and writes it).
+
+`Timeline.open` starts the writer (unless `$CODEDESK_TIMELINE=off`); `Timeline.start_run`
+gives a `RunRecorder` whose `call_tool` wraps the bridge's: the call is recorded when it is
+sent and its answer when it comes back (or its failure, or its cancellation), each as its own
+event, so a runtime killed mid-call leaves the call on the timeline with no answer. What is
+recorded is handed to the writer's thread as it is: redacting, saving screenshots and writing
+happen there, off the event loop; on the loop a call costs two queue puts.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import mcp_types as types
+
+from capabilities.session_server.redaction import Redactor, session_secrets
+from capabilities.session_server.store import (
+    Event, TimelineUnavailable, TimelineWriter, recording_enabled, timeline_dir,
+)
+
+from .bridge import BridgeError
+
+logger = logging.getLogger(__name__)
+
+CallTool = Callable[[str, str, Any], Awaitable[dict[str, Any]]]
+CONTROLS = "agent"
+"""Who has the controls while a script runs; the input lease will say "person" when one does."""
+
+
+def new_run_id() -> str:
+    """A run's id: sortable by time, unique in the session."""
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+class Timeline:
+    """The session's timeline as the runtime writes it."""
+
+    def __init__(self, writer: TimelineWriter) -> None:
+        self.writer = writer
+        self.folder = writer.folder
+
+    @classmethod
+    def open(cls, known_secrets: Iterable[str | None] = ()) -> Timeline | None:
+        """The timeline of the session's data directory, or None when recording is off or the
+        folder cannot be used (logged: runs go on unrecorded)."""
+        if not recording_enabled():
+            return None
+        try:
+            return cls(TimelineWriter(timeline_dir(), Redactor(session_secrets(extra=known_secrets))))
+        except (TimelineUnavailable, OSError) as exc:
+            logger.warning("the timeline is not recorded: %s", exc)
+            return None
+
+    def start_run(self, language: str, code: str, call_tool: CallTool, *, limits: dict[str, Any] | None = None,
+                  replay_of: str | None = None, mode: str | None = None) -> RunRecorder:
+        run = new_run_id()
+        detail: dict[str, Any] = {"language": language, "script": code, "limits": limits or {}}
+        if replay_of is not None:
+            detail.update(replay_of=replay_of, mode=mode)
+        self.writer.record(Event(time.time(), run, 0, "run_start", controls=CONTROLS, detail=detail))
+        return RunRecorder(self.writer, run, call_tool)
+
+    def flush(self) -> None:
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class RunRecorder:
+    """One run's recording: `call_tool` records each call and its answer; `end` the outcome."""
+
+    def __init__(self, writer: TimelineWriter, run: str, call_tool: CallTool) -> None:
+        self.run = run
+        self._writer = writer
+        self._call = call_tool
+        self.calls = 0
+
+    async def call_tool(self, server: str, tool: str, args: Any) -> dict[str, Any]:
+        self.calls += 1
+        seq = self.calls
+        record = self._writer.record
+        record(Event(time.time(), self.run, seq, "call", server, tool, arguments=args, controls=CONTROLS))
+        started = time.perf_counter()
+        try:
+            result = await self._call(server, tool, args)
+        except BridgeError as exc:
+            record(Event(time.time(), self.run, seq, "result", server, tool, error_kind="bridge",
+                         error_message=str(exc), duration_ms=_ms(started), controls=CONTROLS))
+            raise
+        except BaseException:
+            record(Event(time.time(), self.run, seq, "result", server, tool, error_kind="cancelled",
+                         error_message="the call was cancelled before it answered (the run ended, timed out or "
+                                       "was cancelled)", duration_ms=_ms(started), controls=CONTROLS))
+            raise
+        record(Event(time.time(), self.run, seq, "result", server, tool, result=result, duration_ms=_ms(started),
+                     controls=CONTROLS))
+        return result
+
+    def end(self, result: types.CallToolResult) -> None:
+        text = next((block.text for block in result.content if isinstance(block, types.TextContent)), "")
+        detail: dict[str, Any] = {"outcome": "error" if result.is_error else "ok", "calls": self.calls,
+                                  "summary": text[:2000]}
+        self._writer.record(Event(time.time(), self.run, 0, "run_end", controls=CONTROLS, detail=detail,
+                                  error_kind="run" if result.is_error else None,
+                                  error_message=text[:2000] if result.is_error else None))
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)

@@ -1,0 +1,102 @@
+"""The timeline's store on its own: redaction, the append-only record, the merged reading, the
+folder it refuses, and replay's comparison rules."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+
+import pytest
+
+from capabilities.session_server.redaction import REDACTED, Redactor, session_secrets
+from capabilities.session_server.replay_rules import compare
+from capabilities.session_server.store import (
+    DB_NAME, Event, TimelineReader, TimelineUnavailable, TimelineWriter, open_folder,
+)
+
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+
+
+@pytest.fixture
+def writer(tmp_path):
+    w = TimelineWriter(tmp_path / "timeline", Redactor(["the-http-token-123"]))
+    yield w
+    w.close()
+
+
+def test_secret_fields_and_known_secrets_are_redacted_everywhere():
+    """A password field's value, once seen, is hidden in every later text, and so is the token."""
+    redactor = Redactor(session_secrets({"CODEDESK_TOKEN": "tok-abcdef", "CODEDESK_OTHER": "plain"}))
+    args = redactor.value({"user": "ada", "password": "hunter22", "headers": {"Authorization": "Bearer x"},
+                           "note": "tok-abcdef here"})
+    assert args == {"user": "ada", "password": REDACTED, "headers": {"Authorization": REDACTED},
+                    "note": f"{REDACTED} here"}
+    assert redactor.text("echo hunter22 and plain") == f"echo {REDACTED} and plain"
+
+
+def test_secret_literals_in_a_script_are_redacted():
+    """A script writing a password beside its field name keeps it out of the record."""
+    redactor = Redactor()
+    js = redactor.script('await mcp.callTool("x", "y", {password: "s3cret-pw", user: "ada"})')
+    py = redactor.script('tools.x.y(api_key="k-12345", user="ada")')
+    assert "s3cret-pw" not in js and "ada" in js
+    assert "k-12345" not in py and "ada" in py
+    assert redactor.text("page says s3cret-pw") == f"page says {REDACTED}"
+
+
+def test_the_record_is_append_only_and_read_merged(writer, tmp_path):
+    """A call and its answer read as one entry; the database refuses changes to what is written."""
+    now = time.time()
+    writer.record(Event(now, "r1", 0, "run_start", detail={"language": "js", "script": "1"}))
+    writer.record(Event(now, "r1", 1, "call", "browser", "browser_execute", arguments={"token": "abcd1234"}))
+    writer.record(Event(now, "r1", 1, "result", "browser", "browser_execute", duration_ms=3.0, result={
+        "content": [{"type": "text", "text": "ok abcd1234"}, {"type": "image", "data": PNG, "mimeType": "image/png"}],
+        "isError": False, "structuredContent": {"url": "http://x/"}}))
+    writer.record(Event(now, "r1", 2, "call", "exec", "run", arguments={"bin": "true"}))
+    writer.flush()
+    with TimelineReader(tmp_path / "timeline") as reader:
+        entries = reader.entries(run="r1")
+        assert [(e["kind"], e["seq"], e.get("status")) for e in entries] == [
+            ("run_start", 0, None), ("call", 1, "ok"), ("call", 2, "pending")]
+        call = entries[1]
+        assert call["arguments"] == {"token": REDACTED}
+        assert "abcd1234" not in call["result"]["content"][0]["text"]
+        assert call["screenshots"] == ["shots/r1-1-1.png"] and reader.image(call["screenshots"][0]).startswith(b"\x89PNG")
+    db = sqlite3.connect(tmp_path / "timeline" / DB_NAME)
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        db.execute("UPDATE events SET tool = 'x'")
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        db.execute("DELETE FROM events")
+    db.close()
+    assert os.stat(tmp_path / "timeline").st_mode & 0o777 == 0o700
+
+
+def test_a_linked_or_shared_timeline_folder_is_refused(tmp_path):
+    """The runtime never writes through a link or into a folder others may write."""
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "linked").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(TimelineUnavailable):
+        open_folder(tmp_path / "linked", create=True)
+    (tmp_path / "shared").mkdir(mode=0o777)
+    os.chmod(tmp_path / "shared", 0o777)
+    with pytest.raises(TimelineUnavailable, match="not this user's own"):
+        open_folder(tmp_path / "shared", create=True)
+
+
+def test_replay_rules_name_the_step_and_the_change():
+    """A replayed answer is compared by status, then by what the step found (URL, text)."""
+    recorded = {"status": "ok", "result": {"structuredContent": {"results": [
+        {"operation": "navigate", "result": {"url": "http://x/a", "title": "A"}},
+        {"operation": "getText", "result": {"text": "Hello  Ada"}}]}}}
+    same = {"isError": False, "structuredContent": {"results": [
+        {"operation": "navigate", "result": {"url": "http://x/a", "title": "A"}},
+        {"operation": "getText", "result": {"text": "Hello Ada"}}]}}
+    assert compare("browser", "browser_execute", recorded, same) is None
+    changed = {"isError": False, "structuredContent": {"results": [
+        {"operation": "navigate", "result": {"url": "http://x/a", "title": "A"}},
+        {"operation": "getText", "result": {"text": "Goodbye"}}]}}
+    reason = compare("browser", "browser_execute", recorded, changed)
+    assert reason is not None and reason.startswith("step 2:") and "Goodbye" in reason
+    failed = {"isError": True, "structuredContent": {"error": {"kind": "not_found", "message": "no #name", "step": 2}}}
+    assert "failed now" in compare("browser", "browser_execute", recorded, failed)
