@@ -154,7 +154,7 @@ def test_desktop_subcommand_is_dispatched() -> None:
 def test_runtime_fixture_offers_builtin_servers(runtime) -> None:
     """The shared `runtime` fixture serves the built-in capability servers (browser, exec, documents)."""
     out = runtime.run_js('try { await mcp.callTool("nope", "x", {}) } catch (e) { e.message }')
-    assert out.text == "unknown server 'nope'; available servers: browser, documents, exec, files, memory, web"
+    assert out.text == "unknown server 'nope'; available servers: browser, documents, exec, files, memory, session, web"
 
 
 
