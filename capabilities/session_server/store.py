@@ -172,6 +172,10 @@ class Event:
     detail: dict[str, Any] | None = None
 
 
+WRITE_BATCH = 256
+"""Events committed together at most (those queued while the last commit ran)."""
+
+
 class TimelineWriter:
     """The one writer of a session's timeline. `record` is cheap and never blocks on the disk."""
 
@@ -213,18 +217,47 @@ class TimelineWriter:
         os.close(self._fd)
 
     def _write_all(self) -> None:
+        """Commit what is queued in one transaction at a time: a busy run's events cost one
+        commit per batch, not one each."""
+        insert = f"INSERT INTO events ({', '.join(COLUMNS[1:])}) VALUES ({', '.join('?' * 15)})"
         while True:
-            event = self._queue.get()
-            if event is None:
-                return
-            if event.kind == "_flush":
+            batch = [self._queue.get()]
+            while len(batch) < WRITE_BATCH:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            rows, flushes = [], []
+            for event in batch:
+                if event is None or event.kind == "_flush":
+                    flushes.append(event)
+                    continue
+                try:
+                    rows.append((event, self._row(event)))
+                except Exception:
+                    log.exception("timeline: event %s %s/%s not recorded", event.kind, event.run, event.seq)
+            self._insert(insert, rows)
+            for event in flushes:
+                if event is None:
+                    return
                 assert event.detail is not None
                 event.detail["done"].set()
-                continue
+
+    def _insert(self, insert: str, rows: list[tuple[Event, tuple[Any, ...]]]) -> None:
+        if not rows:
+            return
+        try:
+            self._db.execute("BEGIN")
+            self._db.executemany(insert, [row for _, row in rows])
+            self._db.execute("COMMIT")
+            return
+        except sqlite3.Error:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+        for event, row in rows:  # one by one: a full disk must not stop the runs; say what was lost
             try:
-                self._db.execute(f"INSERT INTO events ({', '.join(COLUMNS[1:])}) VALUES ({', '.join('?' * 15)})",
-                                 self._row(event))
-            except Exception:  # a full disk must not stop the runs; the log says what was lost
+                self._db.execute(insert, row)
+            except sqlite3.Error:
                 log.exception("timeline: event %s %s/%s not recorded", event.kind, event.run, event.seq)
 
     def _row(self, event: Event) -> tuple[Any, ...]:
