@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from capabilities.memory.server import REGISTRY, call_tool, open_state
-from tests.fixtures.contract import check_contract
+from tests.fixtures.contract import check_contract, error, ok  # noqa: F401 - the tests import them from here
 
 
 @pytest.fixture
@@ -38,18 +38,6 @@ def calling(state):
 @pytest.fixture
 def call(state):
     return calling(state)
-
-
-def ok(result) -> dict:
-    assert not result.is_error, result.content[0].text
-    return result.structured_content
-
-
-def error(result, kind: str) -> str:
-    assert result.is_error, f"expected an error, got {result.content[0].text[:300]}"
-    problem = result.structured_content["error"]
-    assert problem["kind"] == kind, problem
-    return problem["message"]
 
 
 def write_skill(root: Path, folder: str, front: str, body: str = "Do the thing.\n") -> Path:

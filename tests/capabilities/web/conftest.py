@@ -14,7 +14,7 @@ from capabilities.web.rendered import Renderer
 from capabilities.web.search import SearchConfig
 from capabilities.web.server import REGISTRY, call_tool
 from capabilities.web.tooling import WebState
-from tests.fixtures.contract import check_contract
+from tests.fixtures.contract import check_contract, error, ok  # noqa: F401 - the tests import them from here
 
 
 def web_call(state: WebState):
@@ -40,13 +40,3 @@ def call(monkeypatch, tmp_path):
     return web_call(WebState(fetcher=PageFetcher(), renderer=Renderer(), search=SearchConfig()))
 
 
-def ok(result) -> dict:
-    assert not result.is_error, result.content[0].text
-    return result.structured_content
-
-
-def error(result, kind: str) -> str:
-    assert result.is_error, f"expected an error, got {result.content[0].text[:300]}"
-    problem = result.structured_content["error"]
-    assert problem["kind"] == kind, problem
-    return problem["message"]
