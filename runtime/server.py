@@ -241,6 +241,8 @@ class Runtime:
         limits = _limits(language, args)
         engine = await self.engine(language)
         call = call_tool if call_tool is not None else self.bridge.call_tool
+        if replay_of is not None:
+            call = _no_replay_within(call)
         recorder = None
         if self.timeline is not None:
             given = {k: v for k, v in args if k != "code" and v is not None}
@@ -271,6 +273,18 @@ class Runtime:
         if backstop.cancelled_caught:
             return error_result(f"Error: timeout error: the run exceeded timeout_seconds={limits.timeout_seconds:g}")
         return to_call_tool_result(result)
+
+
+def _no_replay_within(call: Any) -> Any:
+    """`call` for a replayed script, refusing to start a replay: a script that replays its own
+    run would otherwise nest replays without end, each a run holding a VM."""
+
+    async def refusing(server: str, tool: str, args: Any) -> dict[str, Any]:
+        if server == "session" and tool == "timeline_replay":
+            raise BridgeError("a replayed run cannot start a replay; replay from a run of your own")
+        return await call(server, tool, args)
+
+    return refusing
 
 
 def _declaration(render: Any, tool: dict[str, Any]) -> str:

@@ -166,6 +166,18 @@ def test_replay_of_a_changed_script_stops_with_replay_divergence(rt, desktop_ses
     assert changed["divergence"]["seq"] == 2 and "Linus" in changed["divergence"]["reason"]
 
 
+def test_a_replayed_script_cannot_start_a_replay(rt, desktop_session):
+    """Replays do not nest: a script that replays a run whose script replays in turn would
+    otherwise start runs without end. The replayed script's own replay is refused."""
+    _js(rt, "1 + 1")
+    run = _last_run(desktop_session)
+    nested = f'await mcp.callTool("session", "timeline_replay", {{run: {json.dumps(run)}, mode: "calls"}})'
+    out = rt.run_js(f'JSON.stringify((await mcp.callTool("session", "timeline_replay", {{run: {json.dumps(run)}, '
+                    f'mode: "script", script: {json.dumps(nested)}}})).structuredContent)', timeout_seconds=60)
+    assert not out.is_error, out.text
+    assert "a replayed run cannot start a replay" in out.text, out.text
+
+
 def test_secrets_in_arguments_appear_nowhere_in_the_timeline(rt, desktop_session):
     """The HTTP token and a field named password are redacted in the database, the screenshots'
     folder and both exports."""
