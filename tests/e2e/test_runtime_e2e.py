@@ -145,7 +145,7 @@ def test_unknown_server_lists_available(rt: RuntimeClient) -> None:
     """Calling a server that does not exist throws an error listing the configured servers."""
     out = rt.run_js('await mcp.callTool("nope", "x", {})')
     assert out.is_error
-    assert "unknown server 'nope'; available servers: browser, documents, exec, files, test" in out.text
+    assert "unknown server 'nope'; available servers: browser, documents, exec, files, memory, session, test, web" in out.text
 
 
 def test_unknown_tool_lists_the_servers_tools(rt: RuntimeClient) -> None:
