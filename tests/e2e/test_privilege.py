@@ -37,7 +37,7 @@ async function run(bin, args, env = {}) {
   while (status === "running") {
     const r = await call("exec", "stream_logs", { id: started.id, offset });
     logs += r.logs; offset = r.next_offset; status = r.status;
-    if (status === "running") await new Promise((resolve) => setTimeout(resolve, 100));
+    if (status === "running") await new Promise((resolve) => setTimeout(resolve, 400));
   }
   return { status, logs };
 }
