@@ -26,7 +26,7 @@ from capabilities.session import SESSION_FILE, SessionNotFound, data_dir, read_s
 from . import procs
 from .layout import DesktopError, DesktopUser, SessionLayout, install_hint, make_private_dir, missing_packages
 
-UP_TIMEOUT = 60.0
+UP_TIMEOUT = 120.0  # past Chromium's own start bound (supervisor.CHROMIUM_READY_TIMEOUT)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import random
 import shutil
 import socket
 import traceback
@@ -198,10 +199,28 @@ def make_private_dir(path: Path) -> None:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on `host` right now."""
+    """A TCP port free on `host` right now, below the kernel's ephemeral range when it can be.
+
+    The port is bound later by another program (Chromium's DevTools, websockify). A port from
+    the ephemeral range can meanwhile become the local end of any outgoing connection, and
+    Chromium, refused 127.0.0.1, would quietly listen on [::1] and never answer.
+    """
+    low = _ephemeral_low()
+    start = max(1024, low - 12768)  # 20000-32767 with Linux's default range
+    for _ in range(64 if low > start else 0):
+        port = random.randrange(start, low)
+        if port_is_free(port, host):
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:

@@ -69,9 +69,22 @@ CHROMIUM_FLAGS = [
     "--start-maximized",
 ]
 READY_TIMEOUT = 30.0
+# Chromium's first start with a fresh profile on a busy two-core machine can pass 30 s.
+CHROMIUM_READY_TIMEOUT = 90.0
 # A part that crashes this many times within RESTART_WINDOW seconds is given up on.
 MAX_RESTARTS = 5
 RESTART_WINDOW = 60.0
+
+
+def _log_tail(path: Path, lines: int = 8) -> str:
+    """The last lines of a part's log, indented, to quote in an error ("" when there are none)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 4096))
+            tail = f.read().decode("utf-8", "replace").splitlines()[-lines:]
+    except OSError:
+        return ""
+    return "".join(f"\n    {line}" for line in tail if line.strip())
 
 
 def _read_line(fd: int, timeout: float) -> bytes:
@@ -115,6 +128,7 @@ class Part:
     restart: bool = True
     needs_x: bool = True
     ready: Callable[[], Awaitable[bool]] = _always_ready
+    ready_timeout: float = READY_TIMEOUT
     relaunch: Callable[[], Awaitable[None]] | None = None
     env: dict[str, str] | None = None
     proc: subprocess.Popen | None = None
@@ -433,7 +447,8 @@ class Supervisor:
             Part("xfdesktop", ["xfdesktop", "--disable-wm-check"], self.user,
                  ready=lambda: _now("Xfdesktop" in self.sizer.window_classes())),
             Part("chromium", self.browser_argv(), self.user, restart=False,
-                 ready=lambda: procs.http_ok("127.0.0.1", self.ports["devtools"], "/json/version")),
+                 ready=lambda: procs.http_ok("127.0.0.1", self.ports["devtools"], "/json/version"),
+                 ready_timeout=CHROMIUM_READY_TIMEOUT),
             Part("x11vnc", vnc, self.viewer_user, env=viewer_env,
                  ready=lambda: procs.rfb_ok(self.vnc_socket)),
             Part("websockify", web, self.viewer_user, needs_x=False, env=viewer_env,
@@ -442,12 +457,11 @@ class Supervisor:
             self.parts[part.name] = part
 
     async def wait_ready(self, part: Part) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT
+        deadline = time.monotonic() + part.ready_timeout
+        log_path = self.layout.logs / (part.name + ".log")
         while True:
             if not part.running():
-                raise DesktopError(
-                    f"{part.name} exited during start (see {self.layout.logs / (part.name + '.log')})"
-                )
+                raise DesktopError(f"{part.name} exited during start (see {log_path}){_log_tail(log_path)}")
             try:
                 if await part.ready():
                     log.info("%s ready", part.name)
@@ -455,8 +469,8 @@ class Supervisor:
             except Exception:  # not answering yet
                 pass
             if time.monotonic() > deadline:
-                raise DesktopError(f"{part.name} did not become ready within {READY_TIMEOUT:.0f} s "
-                                   f"(see {self.layout.logs / (part.name + '.log')})")
+                raise DesktopError(f"{part.name} did not become ready within {part.ready_timeout:.0f} s "
+                                   f"(see {log_path}){_log_tail(log_path)}")
             await asyncio.sleep(0.03)
 
     # ----------------------------------------------------------------- run
