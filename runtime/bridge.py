@@ -402,6 +402,9 @@ class Bridge:
         self._start_locks = {name: anyio.Lock() for name in self.servers}
         self._known_tools: dict[str, list[types.Tool]] = {}
         self._on_tools_changed = on_tools_changed or (lambda: None)
+        # Moves on whenever a listing may have changed (a server started, restarted, re-listed
+        # or failed to start): what is derived from a listing is valid while it stays put.
+        self.generation = 0
         self._task_group: anyio.abc.TaskGroup | None = None
         self._health = {name: _Health() for name in self.servers}
         self._closing = anyio.Event()
@@ -541,6 +544,7 @@ class Bridge:
                 link = await self._link(name)
             except BridgeError as exc:
                 logger.warning("%s", exc)
+                self.generation += 1
                 listing[name] = []
                 return
             listing[name] = [tool_to_dict(t) for t in link.tools]
@@ -549,6 +553,12 @@ class Bridge:
             for name in self.servers:
                 tg.start_soon(one, name)
         return {name: listing[name] for name in self.servers}
+
+    def serving(self, server: str | None = None) -> bool:
+        """Whether `server` (or every configured server) has a live session right now."""
+        names = [server] if server is not None else self.servers
+        return all((link := self._links.get(name)) is not None and not link.broken and link.session is not None
+                   for name in names)
 
     async def _link(self, server: str) -> _Link:
         link = self._links.get(server)
@@ -580,6 +590,7 @@ class Bridge:
         link = self._links.get(server)
         if link is None:
             return
+        self.generation += 1
         tools = list(link.tools)
         if self._known_tools.get(server) != tools:
             self._known_tools[server] = tools

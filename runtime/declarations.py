@@ -174,7 +174,7 @@ def python_tool(tool: Mapping[str, Any], docs: bool = True) -> str:
         return signature
     if not doc:
         return f"@staticmethod\n{signature}"
-    return f'@staticmethod\n{signature[:-4]}:\n{_INDENT}"""{_escape_py_doc(doc)}"""'
+    return f'@staticmethod\n{signature.removesuffix(" ...")}\n{_INDENT}"""{_escape_py_doc(doc)}"""'
 
 
 def summary(description: str) -> str:

@@ -73,6 +73,8 @@ class Runtime:
         # The session server reads the timeline, which is the runtime's alone: served in this process.
         local = {"session": self._session_server} if is_builtin("session", self.servers.get("session")) else {}
         self.bridge = Bridge(self.servers, on_tools_changed=self._tools_changed, local=local)
+        # (language, server) -> (bridge generation, what list_for_guest answered then)
+        self._guest_listings: dict[tuple[str, str | None], tuple[int, dict[str, list[dict[str, Any]]]]] = {}
         self._listing_cache = listing_cache if listing_cache is not None else listing_cache_module.default_path()
         self._remembered = listing_cache_module.load(self._listing_cache, self.servers)
         self._clients: dict[str, Any] = {}
@@ -213,10 +215,18 @@ class Runtime:
     async def list_for_guest(self, language: str, server: str | None = None) -> dict[str, list[dict[str, Any]]]:
         """What `mcp.listTools` answers a script: each tool with its `declaration`, the typed text
         `mcp.describe` returns (TypeScript for run_js, a Python stub for run_py)."""
+        key = (language, server)
+        cached = self._guest_listings.get(key)
+        if cached is not None and cached[0] == self.bridge.generation and self.bridge.serving(server):
+            return cached[1]  # a script calling listTools in a loop must not hold the event loop
+        generation = self.bridge.generation
         listing = await self.bridge.list_tools(server)
         render = declarations.typescript_tool if language == "js" else declarations.python_tool
-        return {name: [{**tool, "declaration": _declaration(render, tool)} for tool in tools]
-                for name, tools in listing.items()}
+        result = {name: [{**tool, "declaration": _declaration(render, tool)} for tool in tools]
+                  for name, tools in listing.items()}
+        if self.bridge.generation == generation:  # nothing started or failed while listing
+            self._guest_listings[key] = (generation, result)
+        return result
 
     async def run(
         self,

@@ -179,6 +179,29 @@ def _artifact_block(item: Any) -> tuple[dict, int, str | None]:
                    "screenshot")
 
 
+class _JsonText:
+    """A value already serialized (well-formed JSON text), to hand the guest as it is."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+_last_listing: tuple[Any, _JsonText] | None = None
+
+
+def _listing_text(listing: Any) -> _JsonText:
+    """A tool listing as JSON text, serialized once per listing: the runtime answers the same
+    object until the tools change, and a script calling listTools in a loop must not make the
+    shared event loop serialize half a megabyte each time."""
+    global _last_listing
+    if _last_listing is None or _last_listing[0] is not listing:
+        text = well_formed(json.dumps(listing, ensure_ascii=False, allow_nan=False))
+        _last_listing = (listing, _JsonText(text))  # holds the listing, so `is` stays meaningful
+    return _last_listing[1]
+
+
 class ToolBridge:
     """The tool calls, tool listings and timers of one run.
 
@@ -204,6 +227,10 @@ class ToolBridge:
         self._ready = asyncio.Event()
 
     def _emit(self, event: dict) -> None:
+        if isinstance(event.get("ok"), _JsonText):
+            self._events.append(f'{{"id": {int(event["id"])}, "ok": {event["ok"].text}}}')
+            self._ready.set()
+            return
         try:
             # into the guest as UTF-8: a lone surrogate in a result (a bridge error's text, a
             # listing) would fail the crossing, so it becomes U+FFFD
@@ -276,7 +303,10 @@ class ToolBridge:
             self._emit({"id": rid, "name": "TypeError",
                         "error": "mcp.listTools(server?): server must be a string"})
             return
-        self._start(rid, lambda: self._list_tools(server))
+        async def work() -> _JsonText:
+            return _listing_text(await self._list_tools(server))
+
+        self._start(rid, work)
 
     def timer(self, rid: int, ms: Any) -> None:
         # Timers due in the same millisecond share one handle on the loop, and fire together

@@ -37,7 +37,7 @@ import wasmtime
 from quickjs_rs import _engine
 from quickjs_rs import _wasmtime as shared
 
-from sandbox import _jsmodule
+from sandbox import _jsinterrupt, _jsmodule
 
 logger = logging.getLogger(__name__)
 
@@ -259,9 +259,11 @@ _making = threading.local()
 
 def _instantiate(artifact: shared.SharedWasmArtifact, store: wasmtime.Store) -> wasmtime.Instance:
     """quickjs-rs's instantiation (`_engine.instantiate_wasm_artifact`), from the image while
-    this thread makes a VM from it."""
+    this thread makes a VM from it, with its interrupt poll in wasm (`sandbox._jsinterrupt`)."""
     chosen = getattr(_making, "image", None)
-    return shared.instantiate_wasm_artifact(chosen.artifact if chosen is not None else artifact, store)
+    instance, store.codedesk_flag = _jsinterrupt.instantiate(chosen.artifact if chosen is not None else artifact,
+                                                              store)
+    return instance
 
 
 _engine.instantiate_wasm_artifact = _instantiate

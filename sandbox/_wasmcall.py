@@ -7,7 +7,8 @@ code with no deadline at all. None of that is acceptable for hostile code, so `G
 the engine layer beneath it (`quickjs_rs._engine`: the wasm instance, its handles and its
 job queue) and owns what the public layer decided:
 
-- the interrupt: QuickJS polls `_interrupt` while it runs; it answers "stop" once the VM's
+- the interrupt: QuickJS polls its interrupt while it runs, in wasm (`sandbox._jsinterrupt`:
+  a Python poll made busy guests hold up every thread); it answers "stop" once the VM's
   `deadline` has passed, in every call into the guest (evaluation, jobs, calls, marshalling),
   and `abort()` makes it answer "stop" at once, from any thread; past the deadline and a grace,
   the store's epoch deadline traps the guest wherever it is (`sandbox._jsmodule`);
@@ -33,6 +34,7 @@ from typing import Any
 import wasmtime
 from quickjs_rs import _engine
 
+from sandbox import _jsinterrupt
 from sandbox._jsimage import Image, from_image
 from sandbox._jsmodule import EPOCH_TICK, FAR_EPOCH
 
@@ -122,7 +124,6 @@ class GuestVm:
         self.memory_cap = memory_cap(heap_bytes)
         self.closed = False
         self._rt = _engine.QjsRuntime(memory_limit=heap_bytes, stack_limit=_STACK_BYTES)
-        self._rt.set_interrupt_handler(self._interrupt)
         if image is None:
             self._ctx = _engine.QjsContext(self._rt)
         else:
@@ -130,6 +131,7 @@ class GuestVm:
                 self._ctx = _engine.QjsContext(self._rt)
         inst = self._ctx._inst
         self._store = inst.store
+        self._flag: _jsinterrupt.Flag = inst.store.codedesk_flag  # the interrupt poll, in wasm
         self._memory = inst.mem
         try:
             self._store.set_limits(memory_size=self.memory_cap)
@@ -166,19 +168,18 @@ class GuestVm:
     @deadline.setter
     def deadline(self, when: float) -> None:
         self._deadline = when
+        self._flag.set_deadline(when)
         if math.isinf(when) or self.closed:
             ticks = FAR_EPOCH
         else:
             ticks = max(1, math.ceil((when + EPOCH_GRACE_SECONDS - time.monotonic()) / EPOCH_TICK))
         self._store.set_epoch_deadline(ticks)
 
-    def _interrupt(self) -> bool:
-        return time.monotonic() >= self._deadline
-
     def abort(self) -> None:
         """Make the guest stop at its next interrupt poll (any thread may call this; the store,
         which only its own thread may touch, keeps its epoch deadline)."""
         self._deadline = -math.inf
+        self._flag.raise_now()
 
     # -- running code --
 
@@ -233,7 +234,7 @@ class GuestVm:
         if self.closed:
             return
         self.closed = True
-        self._rt.clear_interrupt_handler()
+        self._flag.retire()
         self._ctx._inst.codedesk_well_formed = None
         try:
             self.dispose(getattr(self, "_well_formed", None))

@@ -7,7 +7,7 @@ after its answers).
 
 `make test` runs a few hundred with a fixed seed; `make fuzz` runs 10,000 with a random seed
 (`CODEDESK_FUZZ_SCRIPTS`, `CODEDESK_FUZZ_SEED`) and prints it: a failure names its seed and
-index, and `CODEDESK_FUZZ_SEED=<seed>` replays it.
+index, and `CODEDESK_FUZZ_SEED=<seed>` replays it (`CODEDESK_FUZZ_FROM=<index>` from that index).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from tests.fuzz.generator import Script, script
 
 SCRIPTS = int(os.environ.get("CODEDESK_FUZZ_SCRIPTS", "250"))
 SEED = int(os.environ.get("CODEDESK_FUZZ_SEED", "0") or random.SystemRandom().randrange(1 << 32))
+FIRST = int(os.environ.get("CODEDESK_FUZZ_FROM", "0"))  # replay from this index of the seed's sequence
 BATCH = 6
 PY_SHARE = 0.3  # of the scripts, run_py's (each costs more than a run_js)
 ANSWER_GRACE_SECONDS = 1.5
@@ -81,9 +82,11 @@ def test_generated_hostile_scripts_answer_in_time_and_never_take_the_runtime_dow
     (pid,) = _runtime_pids(config)
     start_rss = peak_rss = _rss(pid)
     rng = random.Random(SEED)
-    items = [script(SEED, i, "py" if rng.random() < PY_SHARE else "js") for i in range(SCRIPTS)]
+    languages = ["py" if rng.random() < PY_SHARE else "js" for _ in range(FIRST + SCRIPTS)]
+    items = [script(SEED, i, languages[i]) for i in range(FIRST, FIRST + SCRIPTS)]
     with capsys.disabled():
-        print(f"\ngenerated scripts: {SCRIPTS}, seed {SEED} (replay: CODEDESK_FUZZ_SEED={SEED})", flush=True)
+        print(f"\ngenerated scripts: {SCRIPTS} from index {FIRST}, seed {SEED} (replay: CODEDESK_FUZZ_SEED={SEED}"
+              f" CODEDESK_FUZZ_FROM=<index>)", flush=True)
     outcomes: Counter[str] = Counter()
     late: list[str] = []  # every late answer is reported at the end, with its script
     grown: list[str] = []  # every batch after which the runtime held too much memory
@@ -99,12 +102,12 @@ def test_generated_hostile_scripts_answer_in_time_and_never_take_the_runtime_dow
                     late.append(f"answered after {took:.2f} s: {item.describe(SEED)}\n--- answer:\n{text[:300]}")
                 outcomes[f"{item.language} {_kind(is_error, text)}"] += 1
             canary = rt.run_js("1 + 1")
-            assert (canary.is_error, canary.text) == (False, "2"), f"after batch at {first}: {canary.text[:300]}"
-            assert _runtime_pids(config) == [pid], f"the runtime restarted during the batch at {first} (seed {SEED})"
+            assert (canary.is_error, canary.text) == (False, "2"), f"after batch at {FIRST + first}: {canary.text[:300]}"
+            assert _runtime_pids(config) == [pid], f"the runtime restarted during the batch at {FIRST + first} (seed {SEED})"
             peak_rss = max(peak_rss, _rss(pid))
             rss = _settled_rss(pid, start_rss + MEMORY_GROWTH_BYTES)
             if rss - start_rss > MEMORY_GROWTH_BYTES:
-                grown.append(f"{rss >> 20} MB after the batch at {first}")
+                grown.append(f"{rss >> 20} MB after the batch at {FIRST + first}")
     with capsys.disabled():
         print(f"generated scripts: {SCRIPTS} answered in {time.monotonic() - started:.0f} s, worst answer "
               f"{worst_overrun:+.2f} s past its timeout; runtime RSS {start_rss >> 20} MB at start, "

@@ -296,3 +296,25 @@ def test_http_requires_bearer_token(rt: RuntimeClient) -> None:
         assert "Authorization: Bearer" in wrong.json()["error_description"]
         right = http.post(rt.url, json=initialize, headers={**headers, "Authorization": f"Bearer {rt.token}"})
         assert right.status_code == 200
+
+
+def test_runs_spinning_in_loops_do_not_hold_up_a_console_heavy_run_past_its_deadline(rt: RuntimeClient) -> None:
+    """Five runs spinning until their 8 s timeouts, and a sixth logging 16,000 lines behind an
+    endless microtask chain with a 1.5 s timeout: the sixth answers with its timeout in time.
+    (When QuickJS's interrupt poll was Python, each spinner took the GIL thousands of times a
+    second, and the sixth answered 2.5 s late or more.)"""
+    from concurrent.futures import ThreadPoolExecutor
+
+    code = ("(function spin() { Promise.resolve().then(spin) })();\n"
+            "for (let i = 0; i < 16000; i++) console.log(i, {i}, [i]);")
+    with ThreadPoolExecutor(5) as pool:
+        spinners = [pool.submit(rt.run_js, "for (;;) {}", timeout_seconds=8) for _ in range(5)]
+        time.sleep(0.5)
+        started = time.monotonic()
+        out = rt.run_js(code, timeout_seconds=1.5)
+        took = time.monotonic() - started
+        assert out.is_error and "timeout error" in out.text
+        # the contract the generated scripts hold every run to: its timeout plus 1.5 s
+        assert took <= 1.5 + 1.5, f"answered after {took:.1f} s"
+        assert not any(s.done() for s in spinners)
+        assert all("timeout error" in s.result().text for s in spinners)

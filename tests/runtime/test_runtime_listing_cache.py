@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
 from runtime.config import StdioServer
@@ -96,3 +97,26 @@ def test_a_runtime_that_may_not_write_the_data_directory_remembers_in_its_own_ca
 
     monkeypatch.setenv("CODEDESK_DATA", str(tmp_path))
     assert listing_cache.default_path() == tmp_path / "runtime" / "tools.json"
+
+
+async def test_a_scripts_listing_is_made_once_while_the_servers_stay_up(tmp_path) -> None:
+    """listTools in a loop must not make the shared event loop render every declaration again:
+    the same answer serves until a server restarts, which brings a fresh one (and the server)."""
+    async with Runtime({"test": TEST}, listing_cache=tmp_path / "tools.json") as runtime:
+        first = await runtime.list_for_guest("js", "test")  # starts the server
+        again = await runtime.list_for_guest("js", "test")
+        assert await runtime.list_for_guest("js", "test") is again
+        assert first["test"] == again["test"] and "declaration" in again["test"][0]
+        pid = (await runtime.bridge.call_tool("test", "pid", {}))["content"][0]["text"]
+        assert (await runtime.bridge.call_tool("test", "crash", {}))["isError"]
+        for _ in range(100):  # the link notices the exit
+            if not runtime.bridge.serving("test"):
+                break
+            await anyio.sleep(0.05)
+        after = await runtime.list_for_guest("js", "test")
+        assert after is not again and after["test"] == again["test"]
+        assert runtime.bridge.serving("test")  # listing started the server again
+        assert (await runtime.bridge.call_tool("test", "pid", {}))["content"][0]["text"] != pid
+        stub = (await runtime.list_for_guest("py", "test"))["test"][0]["declaration"]
+        assert "def echo(*, text: str) -> Any:" in stub
+        compile(stub, "<the declaration mcp.describe gives run_py>", "exec")  # valid Python

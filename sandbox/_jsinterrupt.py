@@ -1,0 +1,117 @@
+"""QuickJS's interrupt poll answered in wasm, not in Python.
+
+QuickJS polls its interrupt import (`env.host_interrupt`) every few thousand operations.
+quickjs-rs answers it with a Python function, so a guest computing in a loop takes the GIL
+thousands of times a second: a few such runs in one process make every other thread (the
+event loop, the other runs, their console lines) wait for the GIL in a convoy, and runs answer
+seconds past their deadlines. Here each VM's poll is a wasm function of a tiny instance in the
+VM's own store, reading a flag in that instance's memory. The flag is raised at the VM's
+deadline by one alarm thread (or at once by `abort()`), so a guest's loop never leaves wasm.
+
+The flag's memory is one page that never grows: its address is fixed for the store's life. The
+alarm writes it only under `_lock`, and only for a live flag: `close()` retires the flag under
+the same lock before the store is freed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import heapq
+import itertools
+import math
+import threading
+import time
+
+import wasmtime
+from quickjs_rs import _wasmtime as shared
+
+_POLL_WAT = """(module
+  (memory (export "flag") 1 1)
+  (func (export "poll") (result i32) i32.const 0 i32.load))"""
+
+_poll_module: wasmtime.Module | None = None
+_import_names: dict[int, list[tuple[str, str]]] = {}  # module id -> its imports, in order
+_kept: list[wasmtime.Module] = []
+_lock = threading.Lock()  # every write of a flag, and every change of what the alarm will write
+_alarms: list[tuple[float, int, Flag, int]] = []  # (when, order, flag, its generation then)
+_order = itertools.count()
+_wake = threading.Condition(_lock)
+_alarm_thread: threading.Thread | None = None
+
+
+class Flag:
+    """One VM's interrupt flag: 0 while the guest may run, 1 once it must stop."""
+
+    def __init__(self, store: wasmtime.Store, memory: wasmtime.Memory) -> None:
+        self._cell = ctypes.c_int32.from_address(ctypes.addressof(memory.data_ptr(store).contents))
+        self._generation = 0  # moves on at every new deadline: older alarms are void
+        self._live = True
+
+    @property
+    def raised(self) -> bool:
+        return self._cell.value != 0
+
+    def set_deadline(self, when: float) -> None:
+        """Lower the flag and raise it at `when` (time.monotonic(); inf: never)."""
+        global _alarm_thread
+        with _lock:
+            if not self._live:
+                return
+            self._generation += 1
+            if when <= time.monotonic():
+                self._cell.value = 1
+                return
+            self._cell.value = 0
+            if math.isinf(when):
+                return
+            heapq.heappush(_alarms, (when, next(_order), self, self._generation))
+            if _alarm_thread is None:
+                _alarm_thread = threading.Thread(target=_ring, name="js-interrupt", daemon=True)
+                _alarm_thread.start()
+            _wake.notify()
+
+    def raise_now(self) -> None:
+        """Stop the guest at its next poll (any thread)."""
+        with _lock:
+            if self._live:
+                self._generation += 1
+                self._cell.value = 1
+
+    def retire(self) -> None:
+        """Before the store is freed: no alarm writes this flag again."""
+        with _lock:
+            self._live = False
+
+
+def _ring() -> None:
+    with _lock:
+        while True:
+            if not _alarms:
+                _wake.wait()
+                continue
+            when, _, flag, generation = _alarms[0]
+            left = when - time.monotonic()
+            if left > 0:
+                _wake.wait(left)
+                continue
+            heapq.heappop(_alarms)
+            if flag._live and flag._generation == generation:
+                flag._cell.value = 1
+
+
+def instantiate(artifact: shared.SharedWasmArtifact, store: wasmtime.Store) -> tuple[wasmtime.Instance, Flag]:
+    """Instantiate `artifact`'s QuickJS module in `store` with its linker's imports, except the
+    interrupt poll: the `poll` of a new flag instance in the same store."""
+    global _poll_module
+    if _poll_module is None:
+        _poll_module = wasmtime.Module(shared.shared_wasmtime_engine(), _POLL_WAT)
+    names = _import_names.get(id(artifact.module))
+    if names is None:
+        names = [(item.module, item.name) for item in artifact.module.imports]
+        _import_names[id(artifact.module)] = names
+        _kept.append(artifact.module)  # the id stays this module's
+    poll = wasmtime.Instance(store, _poll_module, [])
+    exports = poll.exports(store)
+    imports = [exports["poll"] if name == ("env", "host_interrupt") else artifact.linker.get(store, *name)
+               for name in names]
+    return wasmtime.Instance(store, artifact.module, imports), Flag(store, exports["flag"])
