@@ -17,6 +17,7 @@ import socket
 import struct
 import subprocess
 import time
+from typing import Any
 
 import anyio
 import pytest
@@ -413,6 +414,12 @@ def _cli(hub: HubProcess, *args: str, token: str | None = None) -> subprocess.Co
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
+def _cli_json(hub: HubProcess, *args: str, token: str | None = None) -> Any:
+    done = _cli(hub, *args, token=token)
+    assert done.returncode == 0, f"codedesk session {' '.join(args)}: exit {done.returncode}\n{done.stderr}"
+    return json.loads(done.stdout)
+
+
 def test_the_session_cli_drives_a_session_from_create_to_delete(hub):
     """`codedesk session` end to end: create, list, show, pause, wake, sleep, link and revoke,
     delete; a refusal is a message, its fix and exit code 1."""
@@ -422,17 +429,17 @@ def test_the_session_cli_drives_a_session_from_create_to_delete(hub):
     sid = session["id"]
     try:
         assert session["state"] == "running" and session["token"] and session["mcp_url"].endswith(f"/{sid}/mcp")
-        listed = json.loads(_cli(hub, "list", "--meta", "via=cli").stdout)
+        listed = _cli_json(hub, "list", "--meta", "via=cli")
         assert [s["id"] for s in listed] == [sid]
-        assert json.loads(_cli(hub, "show", sid).stdout)["idle_timeout_s"] == 600
-        assert json.loads(_cli(hub, "pause", sid).stdout)["state"] == "paused"
-        assert json.loads(_cli(hub, "wake", sid).stdout)["state"] == "running"
+        assert _cli_json(hub, "show", sid)["idle_timeout_s"] == 600
+        assert _cli_json(hub, "pause", sid)["state"] == "paused"
+        assert _cli_json(hub, "wake", sid)["state"] == "running"
         assert run_js(session, "1 + 1")["text"] == "2"
-        assert json.loads(_cli(hub, "sleep", sid).stdout)["state"] == "sleeping"
-        assert json.loads(_cli(hub, "wake", sid).stdout)["state"] == "running"
-        link = json.loads(_cli(hub, "link", sid, "--mode", "view", "--expires-in", "60").stdout)
+        assert _cli_json(hub, "sleep", sid)["state"] == "sleeping"
+        assert _cli_json(hub, "wake", sid)["state"] == "running"
+        link = _cli_json(hub, "link", sid, "--mode", "view", "--expires-in", "60")
         assert link["mode"] == "view" and "view_only=1" in link["url"]
-        assert json.loads(_cli(hub, "link", sid, "--revoke", link["id"]).stdout) == {"id": link["id"], "revoked": True}
+        assert _cli_json(hub, "link", sid, "--revoke", link["id"]) == {"id": link["id"], "revoked": True}
         refused = _cli(hub, "list", token="not-the-admin-token")
         assert refused.returncode == 1 and "admin token" in refused.stderr and "fix:" in refused.stderr
     finally:
