@@ -25,7 +25,9 @@ Error kinds (`ErrorKind`): `invalid_arguments` (the request is wrong: nothing ra
 (a policy said no: a path outside the roots, a denied address), `timeout`, `unavailable`
 (the desktop, the browser or a helper program cannot be reached), `failed` (the action ran and
 did not succeed), `internal` (a bug in the server: the message says what to report),
-`replay_divergence` (a replayed run did not do what its record says: where and why).
+`replay_divergence` (a replayed run did not do what its record says: where and why), `denied`
+and `approval_timeout` (the operator's policy refused the call, or nobody approved it in time:
+`runtime/policy.py`).
 
 Cancellation. When the client cancels a call (`notifications/cancelled`, or the connection
 closing), the SDK cancels the handler's task: its awaits stop at once. Work the event loop does
@@ -63,7 +65,7 @@ log = logging.getLogger("codedesk.capabilities")
 
 ErrorKind = Literal[
     "invalid_arguments", "unknown_tool", "not_found", "refused", "timeout", "unavailable", "failed", "internal",
-    "replay_divergence",
+    "replay_divergence", "denied", "approval_timeout",
 ]
 ERROR_KINDS: tuple[str, ...] = get_args(ErrorKind)
 

@@ -62,7 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--token", help="the bearer token HTTP clients must send (default: $CODEDESK_TOKEN, "
                        "else a random token generated and printed at start)")
     serve.add_argument("--config", metavar="FILE", help="an mcpServers JSON file adding or overriding "
-                       "capability servers (default: $CODEDESK_CONFIG)")
+                       "capability servers, and its policy: which calls scripts may make, which wait "
+                       "for a person's approval, calls per run (default: $CODEDESK_CONFIG)")
     serve.add_argument("--start-servers", action="store_true",
                        help="start the capability servers now, in the background, instead of on first "
                        "use, so the first calls do not wait for them (make up does this)")
@@ -76,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("file", type=Path, help="the script, FILE.js or FILE.py")
     run.add_argument("--config", metavar="FILE", help="an mcpServers JSON file adding or overriding "
-                     "capability servers (default: $CODEDESK_CONFIG)")
+                     "capability servers, and its policy (default: $CODEDESK_CONFIG)")
     run.add_argument("--timeout", type=float, metavar="SECONDS", help="timeout_seconds of the run")
 
     timeline = commands.add_parser(
@@ -170,6 +171,16 @@ def _load(config: str | None):  # noqa: ANN202 - keeps runtime.config import laz
         raise SystemExit(2) from exc
 
 
+def _load_policy(config: str | None):  # noqa: ANN202 - keeps runtime.config import lazy
+    from runtime.config import ConfigError, load_policy
+
+    try:
+        return load_policy(config)
+    except ConfigError as exc:
+        print(f"codedesk: {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
+
+
 def _serve(args: argparse.Namespace) -> int:
     token = given = None
     if args.http is not None:
@@ -185,18 +196,20 @@ def _serve(args: argparse.Namespace) -> int:
     engines.bound_malloc_arenas()
     engines.prepare("js")  # makes the JS engine in a thread while the config and SDK import
     servers = _load(args.config)
+    policy = _load_policy(args.config)
     import anyio
 
     if args.http is None:
         from runtime.server import serve_stdio
 
-        anyio.run(serve_stdio, servers, args.start_servers)
+        anyio.run(partial(serve_stdio, policy=policy), servers, args.start_servers)
         return 0
     from runtime.server import serve_http
 
     host, port = args.http
     try:
-        anyio.run(partial(serve_http, token_given=given is not None), servers, host, port, token, args.start_servers)
+        anyio.run(partial(serve_http, token_given=given is not None, policy=policy), servers, host, port, token,
+                  args.start_servers)
     except OSError as exc:
         print(f"codedesk: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
         return 1
@@ -219,6 +232,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"codedesk: cannot read {file}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     servers = _load(args.config)
+    policy = _load_policy(args.config)
     arguments: dict[str, object] = {"code": code}
     if args.timeout is not None:
         arguments["timeout_seconds"] = args.timeout
@@ -226,7 +240,7 @@ def _run(args: argparse.Namespace) -> int:
     async def go():  # noqa: ANN202
         from runtime.server import Runtime
 
-        async with Runtime(servers) as runtime:
+        async with Runtime(servers, policy=policy) as runtime:
             return await runtime.run(language, arguments, on_console=None)
 
     from runtime.results import describe_block

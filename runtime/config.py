@@ -13,7 +13,9 @@ the default; a user config file (`--config FILE` or `$CODEDESK_CONFIG`) adds ser
 overrides them by name. Its `webSearch` entry names the web server's search provider (`web_search_env`):
 `{"server": "<an mcpServers name>", "tool": "...", "argument"?, "arguments"?}` or an HTTP API
 `{"url": "...{query}...", "headers"?, "results"?}`; it reaches the `web` server as
-`$CODEDESK_WEB_SEARCH` (capabilities/web/search.py reads it).
+`$CODEDESK_WEB_SEARCH` (capabilities/web/search.py reads it). Its `policy` entry says which
+calls scripts may make, which wait for a person's approval, and per-run call budgets
+(`runtime/policy.py`, read by `load_policy`).
 Stdio servers get an environment built for them (`runtime/launch.py`: the locale, PATH, the
 display, `CODEDESK_*` settings but never the runtime's secrets); `env` entries are laid over it.
 A runtime running as root starts them as the desktop user.
@@ -29,6 +31,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from .policy import Policy, PolicyError
 
 CONFIG_ENV = "CODEDESK_CONFIG"
 SERVER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
@@ -129,24 +133,44 @@ def load_servers(path: str | os.PathLike[str] | None = None) -> dict[str, Server
     built-in servers are configured.
     """
     servers = builtin_servers()
-    chosen = path if path is not None else os.environ.get(CONFIG_ENV) or None
-    if chosen is None:
+    read = _read_config(path)
+    if read is None:
         return servers
-    file = Path(chosen).expanduser()
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {file}: {exc.strerror or exc}") from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{file}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+    file, data = read
     servers.update(parse_servers(data, str(file)))
     search = web_search_env(data, servers, str(file))
     web = servers.get("web")
     if search is not None and isinstance(web, StdioServer):
         servers["web"] = web.model_copy(update={"env": {**web.env, WEB_SEARCH_ENV: search}})
     return servers
+
+
+def load_policy(path: str | os.PathLike[str] | None = None) -> Policy:
+    """The config file's `policy` entry (`runtime/policy.py`); without one, everything is allowed."""
+    read = _read_config(path)
+    if read is None:
+        return Policy()
+    file, data = read
+    try:
+        return Policy.parse(data, str(file))
+    except PolicyError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def _read_config(path: str | os.PathLike[str] | None) -> tuple[Path, Any] | None:
+    """The config file (`path`, else `$CODEDESK_CONFIG`) and its JSON; None without one."""
+    chosen = path if path is not None else os.environ.get(CONFIG_ENV) or None
+    if chosen is None:
+        return None
+    file = Path(chosen).expanduser()
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {file}: {exc.strerror or exc}") from exc
+    try:
+        return file, json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{file}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
 
 
 WEB_SEARCH_ENV = "CODEDESK_WEB_SEARCH"

@@ -36,6 +36,7 @@ from . import listing_cache as listing_cache_module
 from .arguments import ArgumentsError, RunJsArguments, RunPyArguments, input_schema, parse_arguments
 from .bridge import START_TIMEOUT_SECONDS, Bridge, BridgeError, tool_to_dict
 from .config import DECLARED_IN_FULL, ServerConfig, builtin_servers, is_builtin
+from .policy import Ask, Policy
 from .recording import Timeline
 from .results import error_result, to_call_tool_result
 
@@ -64,9 +65,10 @@ class Runtime:
 
     def __init__(
         self, servers: Mapping[str, ServerConfig], *, listing_cache: Path | None = None, start_servers: bool = False,
-        known_secrets: tuple[str, ...] = (),
+        known_secrets: tuple[str, ...] = (), policy: Policy | None = None,
     ) -> None:
         self.servers = dict(servers)
+        self.policy = policy if policy is not None else Policy()
         self._start_servers = start_servers
         self._known_secrets = known_secrets
         self.timeline: Timeline | None = None
@@ -112,7 +114,11 @@ class Runtime:
         from .replay import Replay
 
         timeline = self.timeline
-        replay = Replay(self.bridge.call_tool, self._read_only, self._run_for_replay, timeline, self._known_secrets)
+        async def policed(server: str, tool: str, args: Any) -> dict[str, Any]:
+            # a replay's calls answer to today's policy (nobody is asked: `ask` is refused)
+            return await self.policy.guard(self.bridge.call_tool, None)(server, tool, args)
+
+        replay = Replay(policed, self._read_only, self._run_for_replay, timeline, self._known_secrets)
         state = SessionState(folder=timeline.folder if timeline is not None else timeline_dir(),
                              replayer=replay.replay, flush=timeline.flush if timeline is not None else None)
         return build_session_server(state=state)
@@ -164,15 +170,17 @@ class Runtime:
         known = {**self._remembered, **self._live_tools()}
         shipped = {name for name in builtin_servers() if is_builtin(name, self.servers.get(name))}
         builtin, brief = shipped & DECLARED_IN_FULL, shipped - DECLARED_IN_FULL
+        policy = self.policy.summary()
+        tail = f"\n\n{policy}" if policy else ""
         return [
             types.Tool(
                 name="run_js",
-                description=descriptions.run_js_description(names, known, builtin, brief),
+                description=descriptions.run_js_description(names, known, builtin, brief) + tail,
                 input_schema=input_schema(RunJsArguments),
             ),
             types.Tool(
                 name="run_py",
-                description=descriptions.run_py_description(names, known, builtin, brief),
+                description=descriptions.run_py_description(names, known, builtin, brief) + tail,
                 input_schema=input_schema(RunPyArguments),
             ),
         ]
@@ -237,12 +245,14 @@ class Runtime:
         call_tool: Any = None,
         replay_of: str | None = None,
         on_run: Any = None,
+        ask: Ask | None = None,
     ) -> types.CallToolResult:
         """Validate the arguments, run the script, and return the agent-facing result.
 
         The run and each capability call it makes go on the timeline. `call_tool` stands in for
         the bridge's (a replay's answers from the record), `replay_of` names the run a replay
-        re-runs, `on_run` is told the run's id."""
+        re-runs, `on_run` is told the run's id, `ask` asks the client's user to approve a call
+        the operator's policy says to ask about (None: nobody can be asked)."""
         model = RunJsArguments if language == "js" else RunPyArguments
         try:
             args = parse_arguments(model, arguments)
@@ -250,7 +260,7 @@ class Runtime:
             return error_result(f"{'run_js' if language == 'js' else 'run_py'}: {exc}")
         limits = _limits(language, args)
         engine = await self.engine(language)
-        call = call_tool if call_tool is not None else self.bridge.call_tool
+        call = self.policy.guard(call_tool if call_tool is not None else self.bridge.call_tool, ask)
         if replay_of is not None:
             call = _no_replay_within(call)
         recorder = None
@@ -415,7 +425,8 @@ def build_server(runtime: Runtime) -> Server[Any]:
                 total = float(timeout) if given else float(TIMEOUT_SECONDS_RANGE[1])
                 tasks.start_soon(_report_progress, ctx.session, total, time.monotonic(), ticker)
             try:
-                result = await runtime.run(language, arguments, on_console=forwarder)
+                result = await runtime.run(language, arguments, on_console=forwarder,
+                                           ask=_asker(ctx, runtime.policy.ask_timeout_seconds))
             finally:
                 ticker.cancel()
                 forwarder.close()
@@ -433,6 +444,24 @@ def build_server(runtime: Runtime) -> Server[Any]:
         on_call_tool=call_tool,
     )
     return wire.install(server, lambda message: error_result(f"Error: {message}"))
+
+
+def _asker(ctx: Any, timeout: float) -> Ask | None:
+    """Asks the user of the client that made this request, through MCP elicitation (a yes/no form
+    about the call); None when the client cannot be asked."""
+    session = ctx.session
+    capabilities = getattr(session, "client_capabilities", None)
+    if capabilities is None or capabilities.elicitation is None or not getattr(session, "can_send_request", True):
+        return None
+
+    async def ask(question: str) -> Any:
+        with anyio.move_on_after(timeout):
+            answer = await session.elicit_form(question, {"type": "object", "properties": {}},
+                                               related_request_id=ctx.request_id)
+            return answer.action
+        return "timeout"
+
+    return ask
 
 
 def _progress_token(params: Mapping[str, Any] | None) -> Any:
@@ -455,7 +484,8 @@ def initialization_options(server: Server[Any]) -> Any:
     return server.create_initialization_options(NotificationOptions(tools_changed=True))
 
 
-async def serve_stdio(servers: Mapping[str, ServerConfig], start_servers: bool = False) -> None:
+async def serve_stdio(servers: Mapping[str, ServerConfig], start_servers: bool = False,
+                      policy: Policy | None = None) -> None:
     """Serve run_js / run_py on this process's stdin and stdout until the client disconnects.
 
     With `start_servers`, the capability servers start right away in the background instead
@@ -463,7 +493,7 @@ async def serve_stdio(servers: Mapping[str, ServerConfig], start_servers: bool =
     """
     from mcp.server.stdio import stdio_server
 
-    async with Runtime(servers, start_servers=start_servers) as runtime:
+    async with Runtime(servers, start_servers=start_servers, policy=policy) as runtime:
         server = build_server(runtime)
         async with stdio_server() as (read_stream, write_stream):
             await server.run(wire.ReadableStream(read_stream), wire.SendableStream(write_stream),
@@ -491,7 +521,7 @@ def _with_health(app: Any) -> Any:
 
 async def serve_http(
     servers: Mapping[str, ServerConfig], host: str, port: int, token: str, start_servers: bool = False,
-    *, token_given: bool = False,
+    *, token_given: bool = False, policy: Policy | None = None,
 ) -> None:
     """Serve run_js / run_py over streamable HTTP at `http://HOST:PORT/mcp`, bearer token required.
 
@@ -508,7 +538,7 @@ async def serve_http(
         raise ValueError("the HTTP transport needs a non-empty bearer token")
     sock = listen_tcp(host, port)  # before the banner: a client that reads it may connect at once
     bound_port = sock.getsockname()[1]
-    async with Runtime(servers, start_servers=start_servers, known_secrets=(token,)) as runtime:
+    async with Runtime(servers, start_servers=start_servers, known_secrets=(token,), policy=policy) as runtime:
         server = build_server(runtime)
         app = _with_health(BearerTokenGuard(server.streamable_http_app(host=host), token))
         url_host = f"[{host}]" if ":" in host else host
