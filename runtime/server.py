@@ -342,16 +342,16 @@ class _ConsoleForwarder:
     """Console lines of one run, sent to the client as MCP log notifications while it runs.
 
     The engine calls `__call__` synchronously (possibly from a worker thread); lines are queued
-    and a task, started at the first line, sends them in order.
+    and `pump`, a task the handler starts with the run, sends them in order. (Started from a
+    task, not from the loop callback a line arrives in: anyio cannot tell which library runs a
+    bare callback when sniffio is installed.)
     """
 
-    def __init__(self, session: Any, request_id: Any, logger_name: str, task_group: anyio.abc.TaskGroup) -> None:
+    def __init__(self, session: Any, request_id: Any, logger_name: str) -> None:
         self._session = session
         self._request_id = request_id
         self._logger_name = logger_name
-        self._task_group = task_group
         self._send, self._receive = anyio.create_memory_object_stream[tuple[str, str]](math.inf)
-        self._pumping = False
         self._closed = False
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
@@ -363,21 +363,15 @@ class _ConsoleForwarder:
             self._loop.call_soon_threadsafe(self._queue, level, text)
 
     def _queue(self, level: str, text: str) -> None:
-        if self._closed:  # a line that arrived after the run ended
-            return
-        if not self._pumping:  # most runs print nothing: no task until a line comes
-            self._pumping = True
-            self._task_group.start_soon(self._pump)
-        self._send.send_nowait((level, text))
+        if not self._closed:  # else a line that arrived after the run ended
+            self._send.send_nowait((level, text))
 
     def close(self) -> None:
-        """No more lines; the task group's exit waits until those queued are sent."""
+        """No more lines; `pump` ends once those queued are sent."""
         self._closed = True
         self._send.close()
-        if not self._pumping:
-            self._receive.close()
 
-    async def _pump(self) -> None:
+    async def pump(self) -> None:
         async with self._receive:
             async for level, text in self._receive:
                 try:
@@ -418,7 +412,8 @@ def build_server(runtime: Runtime) -> Server[Any]:
         result: types.CallToolResult | None = None
         # The task group outlives the run until its console lines are all sent.
         async with anyio.create_task_group() as tasks:
-            forwarder = _ConsoleForwarder(ctx.session, ctx.request_id, params.name, tasks)
+            forwarder = _ConsoleForwarder(ctx.session, ctx.request_id, params.name)
+            tasks.start_soon(forwarder.pump)
             if _progress_token(ctx.params) is not None:
                 timeout = arguments.get("timeout_seconds") if isinstance(arguments, dict) else None
                 given = isinstance(timeout, int | float) and not isinstance(timeout, bool)
