@@ -122,8 +122,10 @@ class Policy(BaseModel):
                 "\"approval_timeout\"):\n" + "\n".join(lines))
 
     def guard(self, call: Callable[[str, str, Any], Awaitable[dict[str, Any]]], ask: Ask | None,
+              on_answer: Callable[[str, str, str, str], None] | None = None,
               ) -> Callable[[str, str, Any], Awaitable[dict[str, Any]]]:
-        """`call` for one run under this policy: refused calls answer a failed result."""
+        """`call` for one run under this policy: refused calls answer a failed result.
+        `on_answer(server, tool, rule, answer)` hears every ask's outcome (the timeline's)."""
         if self.permissive:
             return call
         spent: Counter[str] = Counter()
@@ -138,11 +140,13 @@ class Policy(BaseModel):
                 return refused("denied", f"the operator's policy allows {budget} calls to {server} per run, "
                                f"and this run has made them", "do more per call, or split the work into runs")
             if decision == "ask":
+                answer = "unasked" if ask is None else await ask(_question(server, tool, args, rule))
+                if on_answer is not None:
+                    on_answer(server, tool, rule, answer)
                 if ask is None:
                     return refused("denied", f"{server}.{tool} needs a person's approval (rule {rule!r}: ask) "
                                    f"and nobody can be asked here (the client does not support "
                                    f"elicitation)", "use a client that can ask its user, or ask the operator")
-                answer = await ask(_question(server, tool, args, rule))
                 if answer == "timeout":
                     return refused("approval_timeout", f"nobody answered the approval of {server}.{tool} within "
                                    f"{self.ask_timeout_seconds:g} s", "try again when a person is there")

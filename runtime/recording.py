@@ -11,6 +11,7 @@ happen there, off the event loop; on the loop a call costs two queue puts.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import secrets
 import time
@@ -30,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 CallTool = Callable[[str, str, Any], Awaitable[dict[str, Any]]]
 CONTROLS = "agent"
+_SEQ: contextvars.ContextVar[int] = contextvars.ContextVar("codedesk_call_seq", default=0)
 """Who has the controls while a script runs; the input lease will say "person" when one does."""
 
 
@@ -85,6 +87,7 @@ class RunRecorder:
     async def call_tool(self, server: str, tool: str, args: Any) -> dict[str, Any]:
         self.calls += 1
         seq = self.calls
+        _SEQ.set(seq)  # each call runs in its own task: what it awaits knows its number
         record = self._writer.record
         record(Event(time.time(), self.run, seq, "call", server, tool, arguments=args, controls=CONTROLS))
         started = time.perf_counter()
@@ -102,6 +105,13 @@ class RunRecorder:
         record(Event(time.time(), self.run, seq, "result", server, tool, result=result, duration_ms=_ms(started),
                      controls=CONTROLS))
         return result
+
+    def approval(self, server: str, tool: str, rule: str, answer: str) -> None:
+        """A person was asked to approve the call in flight (`runtime/policy.py`): their answer
+        (accept, decline, cancel; timeout; unasked when nobody could be asked)."""
+        self._writer.record(Event(time.time(), self.run, _SEQ.get(), "approval", server, tool,
+                                  controls="person" if answer in ("accept", "decline", "cancel") else CONTROLS,
+                                  detail={"rule": rule, "answer": answer}))
 
     def end(self, result: types.CallToolResult) -> None:
         text = next((block.text for block in result.content if isinstance(block, types.TextContent)), "")

@@ -260,10 +260,15 @@ class Runtime:
             return error_result(f"{'run_js' if language == 'js' else 'run_py'}: {exc}")
         limits = _limits(language, args)
         engine = await self.engine(language)
-        call = self.policy.guard(call_tool if call_tool is not None else self.bridge.call_tool, ask)
+        recorder = None
+
+        def on_answer(server: str, tool: str, rule: str, answer: str) -> None:
+            if recorder is not None:
+                recorder.approval(server, tool, rule, answer)
+
+        call = self.policy.guard(call_tool if call_tool is not None else self.bridge.call_tool, ask, on_answer)
         if replay_of is not None:
             call = _no_replay_within(call)
-        recorder = None
         if self.timeline is not None:
             given = {k: v for k, v in args if k != "code" and v is not None}
             recorder = self.timeline.start_run(language, args.code, call, limits=given, replay_of=replay_of,

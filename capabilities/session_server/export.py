@@ -45,6 +45,12 @@ def html_report(reader: TimelineReader, entries: list[dict[str, Any]], title: st
                          f"{': ' + html.escape(entry.get('error_message', '')) if entry.get('error_message') else ''}"
                          f"</p>")
             continue
+        if kind == "approval":
+            detail = entry.get("detail", {})
+            parts.append(f"<p class='approval'>#{entry['seq']} {html.escape(entry.get('server', ''))}."
+                         f"{html.escape(entry.get('tool', ''))}: approval <b>{html.escape(str(detail.get('answer', '')))}"
+                         f"</b> (policy rule {html.escape(str(detail.get('rule', '')))}) · {entry['iso_time']}</p>")
+            continue
         status = entry.get("status", "")
         shots = []
         for path in entry.get("screenshots", []):

@@ -20,7 +20,10 @@ One event a row, never changed or deleted (triggers refuse it). Kinds:
     result      its answer: summary, result (whole when small), error_kind/message,
                 screenshots, duration_ms
     run_end     the run ended: detail {outcome: ok|error, calls}, error_kind/message, summary
-    (to come: input, for a person's input in the viewer; approval, for a decision)
+    approval    a person was asked to approve the call `seq` (the operator's policy): detail
+                {rule, answer: accept|decline|cancel|timeout|unasked}; controls "person" when
+                someone answered
+    (to come: input, for a person's input in the viewer)
 
 `controls` says who had the controls at that moment ("agent" for now). `seq` is the call's
 number within its run (1, 2, ...), 0 for the run's own events.

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from capabilities.session_server.store import TimelineReader
 from runtime.config import ConfigError, StdioServer, load_policy
 from runtime.policy import Policy, PolicyError
 from runtime.server import Runtime
@@ -88,7 +89,9 @@ async def test_a_budget_counts_each_servers_calls_per_run(tmp_path) -> None:
         assert "allows 2 calls to test per run" in spent.content[0].text
 
 
-async def test_ask_waits_for_the_answer_and_runs_exactly_what_was_shown(tmp_path) -> None:
+async def test_ask_waits_for_the_answer_and_runs_exactly_what_was_shown(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("CODEDESK_DATA", str(tmp_path / "data"))
+    monkeypatch.delenv("CODEDESK_TIMELINE", raising=False)
     policy = _policy(rules={"test.echo": "ask"})
     questions: list[str] = []
     answers = iter(["accept", "decline", "timeout"])
@@ -110,6 +113,12 @@ async def test_ask_waits_for_the_answer_and_runs_exactly_what_was_shown(tmp_path
         # a call the policy allows is not asked about
         assert (await runtime.run("js", {"code": '(await mcp.callTool("test", "pid", {})).isError'}, ask=ask)
                 ).content[0].text == "false"
+        runtime.timeline.flush()
+        entries = TimelineReader(runtime.timeline.folder).entries(limit=1000)
+    approvals = [e for e in entries if e["kind"] == "approval"]
+    assert [e["detail"]["answer"] for e in approvals] == ["accept", "decline", "timeout", "unasked"]
+    assert [e["controls"] for e in approvals] == ["person", "person", "agent", "agent"]
+    assert all(e["seq"] == 1 and e["detail"]["rule"] == "test.echo" for e in approvals)
     assert len(questions) == 3
     assert all("test.echo" in q and '"text": "rm -rf ~"' in q and "rule 'test.echo'" in q for q in questions)
 
