@@ -27,7 +27,8 @@ Error kinds (`ErrorKind`): `invalid_arguments` (the request is wrong: nothing ra
 did not succeed), `internal` (a bug in the server: the message says what to report),
 `replay_divergence` (a replayed run did not do what its record says: where and why), `denied`
 and `approval_timeout` (the operator's policy refused the call, or nobody approved it in time:
-`runtime/policy.py`).
+`runtime/policy.py`), `human_has_control` (a person is using the screen from the viewer and
+did not hand it back in time: `capabilities/input_lease.py`).
 
 Cancellation. When the client cancels a call (`notifications/cancelled`, or the connection
 closing), the SDK cancels the handler's task: its awaits stop at once. Work the event loop does
@@ -65,7 +66,7 @@ log = logging.getLogger("codedesk.capabilities")
 
 ErrorKind = Literal[
     "invalid_arguments", "unknown_tool", "not_found", "refused", "timeout", "unavailable", "failed", "internal",
-    "replay_divergence", "denied", "approval_timeout",
+    "replay_divergence", "denied", "approval_timeout", "human_has_control",
 ]
 ERROR_KINDS: tuple[str, ...] = get_args(ErrorKind)
 

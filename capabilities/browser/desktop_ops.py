@@ -635,6 +635,10 @@ class DesktopConfig(BaseModel):
         50, description="Pause after each mouse action, ms")
     mouseSpeed: Annotated[float, Field(gt=0, le=1_000_000)] = Field(
         2000, description="Pointer speed of mouse.move, drag and aimed clicks, in px/s")
+    humanWaitMs: Annotated[int, Field(ge=0, le=600_000)] | None = Field(
+        None, description="While a person uses the screen from the viewer, how long mouse and keyboard "
+        "steps wait for them to hand back before failing with human_has_control, ms (default: the "
+        "operator's, 10 s)")
 
 
 class DesktopRequest(BaseModel):
@@ -647,11 +651,27 @@ class DesktopRequest(BaseModel):
                                   description="Pacing: keyboardDelayMs, mouseDelayMs, mouseSpeed")
 
 
+class LeaseReport(OutputModel):
+    holder: Literal["agent", "person"] = Field(
+        description="Who held the screen (the input lease) for the call's mouse and keyboard steps")
+    waitedMs: int = Field(description="How long the steps waited for a person to hand back")
+
+
 class DesktopOutput(OutputModel):
     """What a `desktop_execute` call did."""
 
     results: list[StepDone] = Field(description="One entry per step, in order; `result` is typed by `operation`")
     screen: ScreenSize = Field(description="The screen's size when the call ended")
+    lease: LeaseReport | None = Field(None, description="For a call with mouse or keyboard steps: who held the "
+                                                        "screen, and how long they waited")
+
+
+INPUT_PREFIXES = ("mouse.", "keyboard.")
+"""Operations that send input to the screen: they need the input lease (`capabilities/input_lease.py`)."""
+
+
+def sends_input(operation: str) -> bool:
+    return operation.startswith(INPUT_PREFIXES) and operation != "mouse.getPosition"
 
 
 # -- validation messages -------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -29,6 +30,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from capabilities.contract import Image, ToolError, ToolSpec, current_cancellation, failure, success
 
+from .. import input_lease
 from ..session import SessionInfo, SessionNotFound, read_session
 from ..png import encode_png
 from . import desktop_accessibility, desktop_marks, page_screen
@@ -58,6 +60,7 @@ from .desktop_ops import (
     DesktopRequest,
     check_on_screen,
     describe_invalid,
+    sends_input,
 )
 from .errors import BrowserError, Unavailable
 from . import desktop_native
@@ -349,13 +352,18 @@ class DesktopController:
                     raise
         except BrowserError as exc:
             return _result([], [], size, exc.to_tool_error())
+        lease = None
+        if any(sends_input(step.type) for step in request.operations):
+            lease, refusal = _wait_for_the_screen(display.session.data_dir, request.config)
+            if refusal is not None:
+                return _result([], [], size, refusal, lease)
         run = _Run(config=request.config)
         failed = self._run_steps(display, steps, run)
         try:
             size = display.screen_size()
         except DesktopError:
             self.close()
-        return _result(run.results, run.images, size, failed)
+        return _result(run.results, run.images, size, failed, lease)
 
     def _run_steps(self, display: DisplayConnection, steps: list[Any], run: _Run) -> ToolError | None:
         """Run the steps in order until one fails; returns what failed, or None. Whatever
@@ -429,13 +437,37 @@ def _jsonable(result: Any) -> Any:
     return result
 
 
+def _wait_for_the_screen(data: Path, config: DesktopConfig) -> tuple[dict[str, Any], ToolError | None]:
+    """Wait while a person holds the input lease (`capabilities/input_lease.py`), up to the call's
+    `humanWaitMs` (else the operator's default): the lease report, and the refusal if they kept it."""
+    wait = input_lease.wait_seconds() if config.humanWaitMs is None else config.humanWaitMs / 1000
+    cancellation = current_cancellation()
+    started = time.monotonic()
+    while True:
+        lease = input_lease.read(data)
+        waited = time.monotonic() - started
+        if not lease.person_holds():
+            return {"holder": "agent", "waitedMs": round(waited * 1000)}, None
+        if waited >= wait:
+            report = {"holder": "person", "waitedMs": round(waited * 1000)}
+            return report, ToolError(
+                "human_has_control",
+                f"a person is using the screen from the viewer (their last input {time.time() - lease.last_input:.1f} s "
+                f"ago); no step ran",
+                hint=f"wait until they hand back (the viewer's button, or {lease.idle_seconds:g} s without their "
+                     f"input), or wait longer with config.humanWaitMs")
+        cancellation.sleep(min(0.1, wait - waited))
+
+
 def _result(results: list[dict], images: list[bytes], size: tuple[int, int] | None,
-            error: ToolError | None) -> CallToolResult:
+            error: ToolError | None, lease: dict[str, Any] | None = None) -> CallToolResult:
     """The one place results are built: structured content, the same object as JSON text (the
     spec's text: JSON alone, no summary line), the PNGs."""
     body: dict[str, Any] = {"results": results}
     if size is not None:
         body["screen"] = {"width": size[0], "height": size[1]}
+    if lease is not None:
+        body["lease"] = lease
     pngs = [Image(png) for png in images]
     if error is None:
         return success(body, images=pngs)

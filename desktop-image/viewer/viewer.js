@@ -5,6 +5,9 @@
 // Both connections go through websockify, which only knows the secret's tokens:
 //   /websockify?token=<secret>         -> x11vnc
 //   /websockify?token=<secret>.resize  -> the session's resize service ("WxH\n" lines)
+//   /websockify?token=<secret>.lease   -> the input lease ("release" / "state" lines, answered
+//                                         "person" or "agent"): moving the pointer or typing here
+//                                         gives this person the screen; the button hands it back
 import RFB from './core/rfb.js';
 
 const params = new URLSearchParams(location.search);
@@ -15,7 +18,7 @@ const wsBase = (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.
 
 // Exposed for people debugging and for tests: connection state, how many times it connected,
 // and the last screen size.
-window.codedesk = { state: 'connecting', connects: 0, screen: null, resizeReplies: 0, error: null };
+window.codedesk = { state: 'connecting', connects: 0, screen: null, resizeReplies: 0, error: null, lease: null };
 
 function setStatus(text) {
   statusEl.textContent = text;
@@ -98,3 +101,30 @@ window.addEventListener('resize', () => {
   clearTimeout(timer);
   timer = setTimeout(requestResize, 100);  // one request per burst of window resizes
 });
+
+// --- the input lease: who may use the screen -------------------------------------------------
+const handback = document.getElementById('handback');
+let leaseWs = null;
+
+function lease(command) {
+  if (viewOnly) return;
+  if (!leaseWs) {
+    leaseWs = new WebSocket(wsBase + encodeURIComponent(token + '.lease'), ['binary']);
+    leaseWs.binaryType = 'arraybuffer';
+    leaseWs.onmessage = (ev) => {
+      for (const line of new TextDecoder().decode(ev.data).trim().split('\n')) {
+        if (line === 'person' || line === 'agent') {
+          window.codedesk.lease = line;
+          handback.style.display = line === 'person' ? 'block' : 'none';
+        }
+      }
+    };
+    leaseWs.onclose = () => { leaseWs = null; };
+  }
+  const send = () => leaseWs.send(new TextEncoder().encode(command + '\n'));
+  if (leaseWs.readyState === WebSocket.OPEN) send(); else leaseWs.addEventListener('open', send, { once: true });
+}
+
+handback.addEventListener('click', () => lease('release'));
+// The button shows while this person holds the screen (their input takes it at once).
+setInterval(() => { if (window.codedesk.state === 'connected') lease('state'); }, 1000);

@@ -35,7 +35,7 @@ from .layout import (NOVNC_DIR, DesktopError, DesktopUser, SessionLayout, free_p
                      make_private_dir, port_is_free)
 from .screen import MAX_SIZE, START_SIZE, ScreenSizer
 from .userfiles import prepare_chrome_profile, prepare_home, write_xauthority
-from . import procs
+from . import procs, viewer_input
 from .firewall import apply_egress_firewall
 from .spawn import SpawnService
 
@@ -182,6 +182,8 @@ class Supervisor:
         self.containment = containment.Delegation(why="not delegated yet")
         self._lock_fd: int | None = None
         self._resize_server: asyncio.AbstractServer | None = None
+        self._viewer_servers: list[asyncio.AbstractServer] = []  # the input watch and lease channel
+        self.lease: viewer_input.LeaseKeeper | None = None
         self._logs: list = []
 
     # ----------------------------------------------------------------- setup
@@ -299,8 +301,10 @@ class Supervisor:
         tokens = self.viewer_dir / "viewer-tokens"
         fd = os.open(tokens, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write(f"{self.secret}: unix_socket:{self.vnc_socket}\n"
-                    f"{self.secret}.resize: 127.0.0.1:{self.ports['resize']}\n")
+            # RFB through the input watch (viewer_input), which passes it on to x11vnc's socket
+            f.write(f"{self.secret}: unix_socket:{self.viewer_dir / 'input.sock'}\n"
+                    f"{self.secret}.resize: 127.0.0.1:{self.ports['resize']}\n"
+                    f"{self.secret}.lease: unix_socket:{self.viewer_dir / 'lease.sock'}\n")
 
     def browser_argv(self, startup_window: bool = False) -> list[str]:
         """Chromium in the session's profile with its DevTools endpoint on loopback."""
@@ -485,6 +489,9 @@ class Supervisor:
             self._spawn(self.parts[name])
         self._resize_server = await asyncio.start_server(
             self._serve_resize, "127.0.0.1", self.ports["resize"])
+        self.lease = viewer_input.LeaseKeeper(self.layout.data, self.opts.view_only)
+        self._viewer_servers = await viewer_input.serve(self.viewer_dir, self.vnc_socket, self.lease,
+                                                        self.viewer_user.uid, self.viewer_user.gid)
         waits = [asyncio.ensure_future(self.wait_ready(self.parts[n]))
                  for n in ("chromium", "x11vnc", "websockify")]
         try:
@@ -618,6 +625,8 @@ class Supervisor:
         self.stopping = True
         if self._resize_server:
             self._resize_server.close()
+        for server in self._viewer_servers:
+            server.close()
         order = ["websockify", "x11vnc", "chromium", "xfdesktop", "xfce4-panel", "xfwm4",
                  "xfsettingsd", "dbus", "xvfb"]
         for name in order:
