@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import os
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -20,6 +21,8 @@ from typing import Any
 
 import mcp_types as types
 
+from capabilities import input_lease
+from capabilities.session import data_dir
 from capabilities.session_server.redaction import Redactor, session_secrets
 from capabilities.session_server.store import (
     Event, TimelineUnavailable, TimelineWriter, recording_enabled, timeline_dir,
@@ -31,6 +34,27 @@ logger = logging.getLogger(__name__)
 
 CallTool = Callable[[str, str, Any], Awaitable[dict[str, Any]]]
 CONTROLS = "agent"
+
+
+class _Controls:
+    """Who had the controls: "person" while someone holds the screen from the viewer (the input
+    lease, `capabilities/input_lease.py`), else "agent". The lease file is read again only when
+    it changed (one stat an event)."""
+
+    def __init__(self) -> None:
+        self._data = data_dir()
+        self._stamp: tuple[int, int] | None = None
+        self._lease = input_lease.Lease()
+
+    def now(self) -> str:
+        try:
+            stat = os.stat(self._data / input_lease.FILE_NAME)
+        except OSError:
+            return CONTROLS
+        if (stat.st_mtime_ns, stat.st_ino) != self._stamp:
+            self._stamp = (stat.st_mtime_ns, stat.st_ino)
+            self._lease = input_lease.read(self._data)
+        return "person" if self._lease.person_holds() else CONTROLS
 _SEQ: contextvars.ContextVar[int] = contextvars.ContextVar("codedesk_call_seq", default=0)
 """Who has the controls while a script runs; the input lease will say "person" when one does."""
 
@@ -46,6 +70,7 @@ class Timeline:
     def __init__(self, writer: TimelineWriter) -> None:
         self.writer = writer
         self.folder = writer.folder
+        self.controls = _Controls()
 
     @classmethod
     def open(cls, known_secrets: Iterable[str | None] = ()) -> Timeline | None:
@@ -66,7 +91,7 @@ class Timeline:
         if replay_of is not None:
             detail.update(replay_of=replay_of, mode=mode)
         self.writer.record(Event(time.time(), run, 0, "run_start", controls=CONTROLS, detail=detail))
-        return RunRecorder(self.writer, run, call_tool)
+        return RunRecorder(self.writer, run, call_tool, self.controls)
 
     def flush(self) -> None:
         self.writer.flush()
@@ -78,8 +103,9 @@ class Timeline:
 class RunRecorder:
     """One run's recording: `call_tool` records each call and its answer; `end` the outcome."""
 
-    def __init__(self, writer: TimelineWriter, run: str, call_tool: CallTool) -> None:
+    def __init__(self, writer: TimelineWriter, run: str, call_tool: CallTool, controls: _Controls) -> None:
         self.run = run
+        self._controls = controls
         self._writer = writer
         self._call = call_tool
         self.calls = 0
@@ -89,7 +115,7 @@ class RunRecorder:
         seq = self.calls
         _SEQ.set(seq)  # each call runs in its own task: what it awaits knows its number
         record = self._writer.record
-        record(Event(time.time(), self.run, seq, "call", server, tool, arguments=args, controls=CONTROLS))
+        record(Event(time.time(), self.run, seq, "call", server, tool, arguments=args, controls=self._controls.now()))
         started = time.perf_counter()
         try:
             result = await self._call(server, tool, args)
@@ -103,7 +129,7 @@ class RunRecorder:
                                        "was cancelled)", duration_ms=_ms(started), controls=CONTROLS))
             raise
         record(Event(time.time(), self.run, seq, "result", server, tool, result=result, duration_ms=_ms(started),
-                     controls=CONTROLS))
+                     controls=self._controls.now()))
         return result
 
     def approval(self, server: str, tool: str, rule: str, answer: str) -> None:

@@ -25,7 +25,8 @@ One event a row, never changed or deleted (triggers refuse it). Kinds:
                 someone answered
     (to come: input, for a person's input in the viewer)
 
-`controls` says who had the controls at that moment ("agent" for now). `seq` is the call's
+`controls` says who had the controls at that moment: "person" while someone held the screen
+from the viewer (the input lease), else "agent"; an approval answered by a person is "person". `seq` is the call's
 number within its run (1, 2, ...), 0 for the run's own events.
 
 Writing (`TimelineWriter`): `record` puts the event on a queue and returns; one thread

@@ -5,7 +5,8 @@ restarts the ones that crash (Chromium excepted), serves screen resizes, and sto
 sends it SIGTERM. It runs as the caller (root or not). Every part runs unprivileged: the desktop
 as the desktop user, the viewer (x11vnc, websockify) as the viewer user, which the desktop user
 cannot reach: x11vnc listens only on a unix socket in the viewer's private folder, and only
-websockify, given the session's secret, connects to it. Started as root, the supervisor never
+websockify, given the session's secret, reaches it (through the supervisor's input watch,
+`viewer_input`, which keeps the input lease). Started as root, the supervisor never
 writes through a folder the desktop user controls: those files are written as that user.
 """
 
@@ -490,8 +491,9 @@ class Supervisor:
         self._resize_server = await asyncio.start_server(
             self._serve_resize, "127.0.0.1", self.ports["resize"])
         self.lease = viewer_input.LeaseKeeper(self.layout.data, self.opts.view_only)
+        viewer = self.viewer_user
         self._viewer_servers = await viewer_input.serve(self.viewer_dir, self.vnc_socket, self.lease,
-                                                        self.viewer_user.uid, self.viewer_user.gid)
+                                                        (viewer.uid, viewer.gid) if viewer.switch else None)
         waits = [asyncio.ensure_future(self.wait_ready(self.parts[n]))
                  for n in ("chromium", "x11vnc", "websockify")]
         try:

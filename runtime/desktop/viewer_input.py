@@ -67,9 +67,10 @@ class LeaseKeeper:
             log.warning("the input lease could not be written: %s", exc)
 
 
-async def serve(viewer_dir: Path, vnc_socket: Path, keeper: LeaseKeeper, uid: int, gid: int,
+async def serve(viewer_dir: Path, vnc_socket: Path, keeper: LeaseKeeper, owner: tuple[int, int] | None,
                 ) -> list[asyncio.AbstractServer]:
-    """Start the RFB pass-through (`input.sock`) and the lease channel (`lease.sock`)."""
+    """Start the RFB pass-through (`input.sock`) and the lease channel (`lease.sock`), owned by
+    `owner` (uid, gid: the viewer user's, when the supervisor runs as root; None: our own)."""
 
     async def pass_through(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -132,6 +133,7 @@ async def serve(viewer_dir: Path, vnc_socket: Path, keeper: LeaseKeeper, uid: in
     for name, handler in (("input.sock", pass_through), ("lease.sock", lease_channel)):
         path = viewer_dir / name
         servers.append(await asyncio.start_unix_server(handler, path=str(path)))
-        os.chown(path, uid, gid)
+        if owner is not None:
+            os.chown(path, *owner)
         os.chmod(path, 0o600)
     return servers
