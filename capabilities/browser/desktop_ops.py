@@ -648,7 +648,7 @@ class DesktopRequest(BaseModel):
 
     operations: list[Operation] = Field(min_length=1, description="Steps, each {type, params}, run in order")
     config: DesktopConfig = Field(default_factory=DesktopConfig,
-                                  description="Pacing: keyboardDelayMs, mouseDelayMs, mouseSpeed")
+                                  description="Pacing: keyboardDelayMs, mouseDelayMs, mouseSpeed; humanWaitMs")
 
 
 class LeaseReport(OutputModel):

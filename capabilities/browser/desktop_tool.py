@@ -83,7 +83,11 @@ Use it for native windows and their dialogs, and the browser's own interface; us
 for anything inside a web page.
 
 operations: steps, each {{type, params}}, run in order. config (optional): keyboardDelayMs \
-(default 10), mouseDelayMs (default 50), mouseSpeed (default 2000 px/s).
+(default 10), mouseDelayMs (default 50), mouseSpeed (default 2000 px/s), humanWaitMs.
+
+A person may use the same screen from the viewer: while they do, a call with mouse or keyboard \
+steps waits (humanWaitMs, default 10 s) for them to hand back, then fails with human_has_control \
+and runs none of its steps; its result says who held the screen (lease).
 
 {operations}
 

@@ -557,4 +557,5 @@ def test_description_and_schema_list_every_operation_and_key(browser_server):
     assert {item["properties"]["operation"]["const"] for item in done} == names
     assert "vision" not in tool.description
     assert set(tool.input_schema["properties"]["config"]["properties"]) == {
-        "keyboardDelayMs", "mouseDelayMs", "mouseSpeed"}
+        "keyboardDelayMs", "mouseDelayMs", "mouseSpeed", "humanWaitMs"}
+    assert "lease" in tool.output_schema["anyOf"][0]["properties"]
