@@ -25,10 +25,11 @@ Error kinds (`ErrorKind`): `invalid_arguments` (the request is wrong: nothing ra
 (a policy said no: a path outside the roots, a denied address), `timeout`, `unavailable`
 (the desktop, the browser or a helper program cannot be reached), `failed` (the action ran and
 did not succeed), `internal` (a bug in the server: the message says what to report),
-`replay_divergence` (a replayed run did not do what its record says: where and why), `denied`
-and `approval_timeout` (the operator's policy refused the call, or nobody approved it in time:
-`runtime/policy.py`), `human_has_control` (a person is using the screen from the viewer and
-did not hand it back in time: `capabilities/input_lease.py`).
+`replay_divergence` (a replayed run did not do what its record says: where and why),
+`human_has_control` (a person is using the screen from the viewer and did not hand it back in
+time: `capabilities/input_lease.py`). The runtime answers two more in the same shape for calls
+its operator's policy refuses, before any server sees them (`runtime/policy.py`): `denied` and
+`approval_timeout`.
 
 Cancellation. When the client cancels a call (`notifications/cancelled`, or the connection
 closing), the SDK cancels the handler's task: its awaits stop at once. Work the event loop does
@@ -66,7 +67,7 @@ log = logging.getLogger("codedesk.capabilities")
 
 ErrorKind = Literal[
     "invalid_arguments", "unknown_tool", "not_found", "refused", "timeout", "unavailable", "failed", "internal",
-    "replay_divergence", "denied", "approval_timeout", "human_has_control",
+    "replay_divergence", "human_has_control",
 ]
 ERROR_KINDS: tuple[str, ...] = get_args(ErrorKind)
 

@@ -48,16 +48,16 @@ console.log(status, logs); // "completed:0" and the listing"""
 ORIENTATION = """\
 The desktop: one X display (XFCE; Chromium, a terminal, Thunar, Mousepad, an image viewer), \
 1280x800 at first, following the viewer's window (320x200 to 2560x1600): read its size before aiming \
-at pixels. People may watch and use the same screen.
+at pixels. People may watch and use it too.
 Files: /data is the session's data directory; the desktop user's home is /data/home (programs \
 start there; "~" in documents paths); downloads land in /data/chrome/Downloads. documents and browser \
 uploads take paths under the home or /data; programs reach what the desktop user can.
-What persists between runs: named browser tabs (with their pages), files, exec commands and their \
-logs (7 days), what you remember (memory). What does not: your script's variables; each run starts fresh.
+Between runs persist: named browser tabs and their pages, files, exec commands and logs (7 days), \
+memory; not your script's variables.
 Which capability: browser_execute for anything inside a web page (selectors and refs, no pixels); \
 desktop_execute for what no page contains: the browser's own interface and dialogs, the file \
 chooser, other windows, the clipboard; exec for programs; files to read, write, edit and search \
-text files; documents for PDFs, Office files, images; web to read a page as markdown without a tab (fetch; fetch_rendered runs its scripts); memory to keep \
+text files; documents for PDFs, Office files, images; web to read a page as markdown without a tab (fetch_rendered runs its scripts); memory to keep \
 and recall what you learn, and the session's skills (skills_list names them below); session for \
 the timeline of what every run did (timeline_query), its export and replay."""
 

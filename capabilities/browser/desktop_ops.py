@@ -636,9 +636,7 @@ class DesktopConfig(BaseModel):
     mouseSpeed: Annotated[float, Field(gt=0, le=1_000_000)] = Field(
         2000, description="Pointer speed of mouse.move, drag and aimed clicks, in px/s")
     humanWaitMs: Annotated[int, Field(ge=0, le=600_000)] | None = Field(
-        None, description="While a person uses the screen from the viewer, how long mouse and keyboard "
-        "steps wait for them to hand back before failing with human_has_control, ms (default: the "
-        "operator's, 10 s)")
+        None, description="How long input steps wait for a person at the viewer to hand back, ms (default 10 s)")
 
 
 class DesktopRequest(BaseModel):
@@ -652,9 +650,8 @@ class DesktopRequest(BaseModel):
 
 
 class LeaseReport(OutputModel):
-    holder: Literal["agent", "person"] = Field(
-        description="Who held the screen (the input lease) for the call's mouse and keyboard steps")
-    waitedMs: int = Field(description="How long the steps waited for a person to hand back")
+    holder: Literal["agent", "person"] = Field(description="Who held the screen")
+    waitedMs: int
 
 
 class DesktopOutput(OutputModel):
@@ -662,8 +659,7 @@ class DesktopOutput(OutputModel):
 
     results: list[StepDone] = Field(description="One entry per step, in order; `result` is typed by `operation`")
     screen: ScreenSize = Field(description="The screen's size when the call ended")
-    lease: LeaseReport | None = Field(None, description="For a call with mouse or keyboard steps: who held the "
-                                                        "screen, and how long they waited")
+    lease: LeaseReport | None = Field(None, description="With mouse or keyboard steps: the input lease")
 
 
 INPUT_PREFIXES = ("mouse.", "keyboard.")

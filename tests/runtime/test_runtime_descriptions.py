@@ -20,7 +20,7 @@ def test_js_description_teaches_the_guest_api_limits_and_the_desktop() -> None:
     for needle in ("await tools.<server>.<tool>(args)", "ToolError", "tools.exec.run(", "mcp.callTool(server, tool, args)",
                    "mcp.describe(server, tool?)", "artifact(x)", "console.log", "setTimeout", "no fetch",
                    "timeout_seconds", "heap_memory_max_mb", "default 60", "max 600", "1 to 1024",
-                   "1280x800", "/data/chrome/Downloads", "What persists between runs", "browser_execute for"):
+                   "1280x800", "/data/chrome/Downloads", "Between runs persist", "browser_execute for"):
         assert needle in text, needle
 
 
