@@ -162,20 +162,11 @@ def _timeline(args: argparse.Namespace) -> int:
 
 
 def _load(config: str | None):  # noqa: ANN202 - keeps runtime.config import lazy
-    from runtime.config import ConfigError, load_servers
+    """The configured servers and the operator's policy; a bad config file ends with exit 2."""
+    from runtime.config import ConfigError, load_policy, load_servers
 
     try:
-        return load_servers(config)
-    except ConfigError as exc:
-        print(f"codedesk: {exc}", file=sys.stderr)
-        raise SystemExit(2) from exc
-
-
-def _load_policy(config: str | None):  # noqa: ANN202 - keeps runtime.config import lazy
-    from runtime.config import ConfigError, load_policy
-
-    try:
-        return load_policy(config)
+        return load_servers(config), load_policy(config)
     except ConfigError as exc:
         print(f"codedesk: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
@@ -195,8 +186,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     engines.bound_malloc_arenas()
     engines.prepare("js")  # makes the JS engine in a thread while the config and SDK import
-    servers = _load(args.config)
-    policy = _load_policy(args.config)
+    servers, policy = _load(args.config)
     import anyio
 
     if args.http is None:
@@ -231,8 +221,7 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"codedesk: cannot read {file}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    servers = _load(args.config)
-    policy = _load_policy(args.config)
+    servers, policy = _load(args.config)
     arguments: dict[str, object] = {"code": code}
     if args.timeout is not None:
         arguments["timeout_seconds"] = args.timeout

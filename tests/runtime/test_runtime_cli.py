@@ -62,6 +62,20 @@ def test_bad_config_file_is_reported(workdir) -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_the_policy_in_the_config_file_holds_in_codedesk_run(workdir) -> None:
+    """`codedesk run` reads the config's policy: a denied call is a failed result naming its
+    rule, and a malformed policy is refused at start naming the field."""
+    data, env = workdir
+    write_test_server_config(data / "policed.json", policy={"rules": {"test.echo": "deny"}})
+    (data / "deny.js").write_text('(await mcp.callTool("test", "echo", {text: "x"})).structuredContent.error.message')
+    done = codedesk("run", str(data / "deny.js"), "--config", str(data / "policed.json"), env=env)
+    assert done.returncode == 0, done.stderr
+    assert "refused by the operator's policy (rule 'test.echo': deny)" in done.stdout
+    write_test_server_config(data / "bad-policy.json", policy={"rules": {"test": "perhaps"}})
+    done = codedesk("run", str(data / "deny.js"), "--config", str(data / "bad-policy.json"), env=env)
+    assert done.returncode == 2 and "policy.rules.test" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_help_texts_say_what_the_commands_do() -> None:
     """--help explains the transports, the token, and what run prints."""
     top = codedesk("--help")
