@@ -1,8 +1,9 @@
 """A person's input through the viewer, and the input lease it takes (`capabilities/input_lease.py`).
 
 websockify hands the viewer's RFB stream to `input.sock`, served here, which passes it on to
-x11vnc's socket unchanged while reading what the client sends (`runtime.desktop.rfb`): a key,
-pointer, clipboard or resize message is a person's input and makes the lease theirs. The
+x11vnc's socket unchanged while reading what the client sends (`runtime.desktop.rfb`): a key or
+pointer message is a person using the screen and makes the lease theirs (not the clipboard,
+which noVNC sends by itself when it connects). The
 viewer's hand-back button speaks on `lease.sock` (websockify's `<secret>.lease` token): a line
 "release" gives the lease back to the agent, "state" asks who holds it; each is answered with
 the holder. Both sockets are in the viewer's private folder, owned by the viewer user: only
@@ -21,7 +22,7 @@ from pathlib import Path
 from capabilities import input_lease
 from capabilities.input_lease import Lease
 
-from .rfb import RfbClientMessages, RfbParseError
+from .rfb import HANDS, RfbClientMessages, RfbParseError
 
 log = logging.getLogger("codedesk.desktop")
 
@@ -92,7 +93,7 @@ async def serve(viewer_dir: Path, vnc_socket: Path, keeper: LeaseKeeper, owner: 
             while data := await reader.read(1 << 16):
                 if parsing:
                     try:
-                        inputs = sum(1 for _, is_input in messages.feed(data) if is_input)
+                        inputs = sum(1 for _, kind in messages.feed(data) if kind in HANDS)
                     except RfbParseError as exc:  # pass on what it cannot read; stop counting
                         log.warning("viewer input no longer watched on this connection: %s", exc)
                         parsing, inputs = False, 0

@@ -15,7 +15,7 @@ from urllib.parse import parse_qs
 
 import httpx
 
-from runtime.desktop.rfb import RfbClientMessages, RfbParseError
+from runtime.desktop.rfb import INPUT, RfbClientMessages, RfbParseError
 from runtime.hub.errors import HubError, Unauthorized
 from runtime.hub.service import SessionHub
 
@@ -56,7 +56,7 @@ class RfbInputFilter:
             pieces = self._messages.feed(data)
         except RfbParseError as exc:
             raise Unauthorized(f"a view link cannot send {exc}", "ask for a control link to use the screen") from exc
-        return b"".join(piece for piece, is_input in pieces if not is_input)
+        return b"".join(piece for piece, kind in pieces if kind not in INPUT)
 
 
 async def proxy_websocket(hub: SessionHub, scope: dict[str, Any], receive: Any, send: Any) -> None:
