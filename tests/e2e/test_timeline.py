@@ -34,6 +34,12 @@ class _Quiet(SimpleHTTPRequestHandler):
     def log_message(self, *args) -> None:
         pass
 
+    def end_headers(self) -> None:
+        # Pages a test changes between a run and its replay: never from Chromium's cache (with
+        # only Last-Modified, a page written minutes ago counts as fresh for a while).
+        self.send_header("Cache-Control", "no-store")
+        super().end_headers()
+
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
