@@ -9,7 +9,7 @@ It is the `policy` entry of the runtime's config file (beside `mcpServers`):
         "exec": "ask",                                # every tool of a server
         "exec.stream_logs": "allow",                  # one tool
         "browser.browser_execute.evaluate": "deny",   # one operation type of a batch
-        "browser.desktop_execute.type": "ask",
+        "browser.desktop_execute.keyboard.type": "ask",
         "exec.exec.curl": "deny"                      # exec: one program (its bin's base name)
       },
       "budgets": {"browser": 200, "exec": 20},        # calls per server per run

@@ -21,7 +21,7 @@ RULES = {
     "exec.stream_logs": "allow",
     "exec.exec.curl": "deny",
     "browser.browser_execute.evaluate": "deny",
-    "browser.desktop_execute.type": "ask",
+    "browser.desktop_execute.keyboard.type": "ask",
 }
 
 
@@ -36,8 +36,8 @@ def test_the_most_specific_rule_decides_each_part_and_the_strictest_part_the_cal
     assert policy.decide("exec", "stream_logs", {"id": "x"}) == ("allow", "exec.stream_logs")
     batch = {"operations": [{"type": "goto", "url": "http://x"}, {"type": "evaluate", "expression": "1"}]}
     assert policy.decide("browser", "browser_execute", batch) == ("deny", "browser.browser_execute.evaluate")
-    assert policy.decide("browser", "desktop_execute", {"operations": [{"type": "type", "text": "a"}]}) == (
-        "ask", "browser.desktop_execute.type")
+    assert policy.decide("browser", "desktop_execute", {"operations": [{"type": "keyboard.type", "params": {"text": "a"}}]}) == (
+        "ask", "browser.desktop_execute.keyboard.type")
     assert policy.decide("browser", "browser_execute", {"operations": [{"type": "goto"}]}) == ("allow", "default")
     assert _policy(default="deny", rules={"documents": "allow"}).decide("files", "read", {}) == ("deny", "default")
 
