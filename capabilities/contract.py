@@ -28,8 +28,9 @@ did not succeed), `internal` (a bug in the server: the message says what to repo
 `replay_divergence` (a replayed run did not do what its record says: where and why),
 `human_has_control` (a person is using the screen from the viewer and did not hand it back in
 time: `capabilities/input_lease.py`). The runtime answers two more in the same shape for calls
-its operator's policy refuses, before any server sees them (`runtime/policy.py`): `denied` and
-`approval_timeout`.
+its operator's policy refuses, before any server sees them (`runtime/policy.py`): `denied`,
+`approval_timeout` and `approval_stale` (approved, but its target changed after it was shown:
+`runtime/approval.py`).
 
 Cancellation. When the client cancels a call (`notifications/cancelled`, or the connection
 closing), the SDK cancels the handler's task: its awaits stop at once. Work the event loop does

@@ -23,9 +23,11 @@ if [ -z "${CODEDESK_TOKEN:-}" ] && [ "${CODEDESK_RUNTIME:-on}" != off ]; then
   CODEDESK_TOKEN="$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')"
   echo "CODEDESK_TOKEN was not set; this container's token: ${CODEDESK_TOKEN}"
 fi
-# The spawn service: the supervisor listens there, for the runtime's user only.
+# The spawn service and the oversight relay: the supervisor listens there, for the runtime's
+# user only.
 export CODEDESK_TOKEN CODEDESK_DATA="$DATA" \
-  CODEDESK_SPAWN_SOCKET=/run/codedesk/spawn.sock CODEDESK_SPAWN_FOR="$RUNTIME_USER"
+  CODEDESK_SPAWN_SOCKET=/run/codedesk/spawn.sock CODEDESK_SPAWN_FOR="$RUNTIME_USER" \
+  CODEDESK_OVERSIGHT_SOCKET=/run/codedesk/oversight.sock
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "entrypoint: the container must start as root (its launcher drops every process to its" \

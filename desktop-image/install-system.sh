@@ -41,6 +41,8 @@ PACKAGES=(
   procps psmisc iproute2
   # the egress firewall (runtime/desktop/firewall.py)
   nftables
+  # screen video (runtime/desktop/video.py)
+  ffmpeg
 )
 if [ "$BUILD_TOOLS" = 1 ]; then
   PACKAGES+=(gcc libc6-dev linux-libc-dev python3-dev)

@@ -23,16 +23,17 @@ parts (deny over ask over allow), so a denied operation refuses its whole batch 
 runs. A program rule names what `exec` starts, not what that starts in turn: a shell
 (`sh -c "curl ..."`) is its own program, so a deny list of programs needs its shells denied too.
 
-`ask` asks a person before the call runs, through MCP elicitation to the client's user (the
-call's arguments are shown, and what runs is exactly what was shown); without a way to ask
-(the client does not support elicitation, or a replay is running) the call is denied. A refused
-call is a failed result, not an exception: `kind` "denied" (a rule, a decline, a spent budget)
-or "approval_timeout", and its message names the rule.
+`ask` asks a person before the call runs: a person at one of the session's control viewers
+(`runtime/oversight.py`) when one is open, else the client's user through MCP elicitation. What
+runs is exactly what was shown, and on what was shown: the call's target is read when it is
+shown and again after the yes (`runtime/approval.py`), and a change refuses it. Without a way to
+ask (no viewer open and no elicitation, or a replay running) the call is denied. A refused
+call is a failed result, not an exception: `kind` "denied" (a rule, a decline, a spent budget),
+"approval_timeout", or "approval_stale" (the target changed), and its message names the rule.
 """
 
 from __future__ import annotations
 
-import json
 import posixpath
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -40,12 +41,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .approval import ApprovalRequest, CallTool, changed, read_target
+
 Decision = Literal["allow", "ask", "deny"]
 _STRICTNESS = {"allow": 0, "ask": 1, "deny": 2}
 BATCH_TOOLS = frozenset({"browser_execute", "desktop_execute"})
 
-Ask = Callable[[str], Awaitable[Literal["accept", "decline", "cancel", "timeout"]]]
-"""Asks a person the given question; None where nobody can be asked."""
+Ask = Callable[[ApprovalRequest], Awaitable[Literal["accept", "decline", "cancel", "timeout", "unasked"]]]
+"""Asks a person to approve a call ("unasked": nobody could be asked); None where nobody can be."""
 
 
 class PolicyError(ValueError):
@@ -118,12 +121,11 @@ class Policy(BaseModel):
                             if any(v == "allow" for v in self.rules.values()) else ""))
         if self.budgets:
             lines.append("- calls per run at most: " + ", ".join(f"{s} {n}" for s, n in sorted(self.budgets.items())))
-        return ("The operator's policy (a refused call is a failed result, kind \"denied\" or "
-                "\"approval_timeout\"):\n" + "\n".join(lines))
+        return ("The operator's policy (a refused call is a failed result, kind \"denied\", "
+                "\"approval_timeout\" or \"approval_stale\"):\n" + "\n".join(lines))
 
-    def guard(self, call: Callable[[str, str, Any], Awaitable[dict[str, Any]]], ask: Ask | None,
-              on_answer: Callable[[str, str, str, str], None] | None = None,
-              ) -> Callable[[str, str, Any], Awaitable[dict[str, Any]]]:
+    def guard(self, call: CallTool, ask: Ask | None,
+              on_answer: Callable[[str, str, str, str], None] | None = None) -> CallTool:
         """`call` for one run under this policy: refused calls answer a failed result.
         `on_answer(server, tool, rule, answer)` hears every ask's outcome (the timeline's)."""
         if self.permissive:
@@ -140,19 +142,27 @@ class Policy(BaseModel):
                 return refused("denied", f"the operator's policy allows {budget} calls to {server} per run, "
                                f"and this run has made them", "do more per call, or split the work into runs")
             if decision == "ask":
-                answer = "unasked" if ask is None else await ask(_question(server, tool, args, rule))
+                target = await read_target(call, server, tool, args) if ask is not None else {}
+                answer = "unasked" if ask is None else await ask(ApprovalRequest(server, tool, args, rule, target))
                 if on_answer is not None:
                     on_answer(server, tool, rule, answer)
-                if ask is None:
+                if answer == "unasked":
                     return refused("denied", f"{server}.{tool} needs a person's approval (rule {rule!r}: ask) "
-                                   f"and nobody can be asked here (the client does not support "
-                                   f"elicitation)", "use a client that can ask its user, or ask the operator")
+                                   f"and nobody can be asked here (no control viewer is open, and the client "
+                                   f"does not support elicitation)",
+                                   "open the session's viewer, use a client that can ask its user, or ask the "
+                                   "operator")
                 if answer == "timeout":
                     return refused("approval_timeout", f"nobody answered the approval of {server}.{tool} within "
                                    f"{self.ask_timeout_seconds:g} s", "try again when a person is there")
                 if answer != "accept":
                     return refused("denied", f"{server}.{tool} was {'declined' if answer == 'decline' else 'not approved'}"
                                    f" by the person asked", "do without it, or ask what they would allow")
+                if target:
+                    change = changed(target, await read_target(call, server, tool, args))
+                    if change is not None:
+                        return refused("approval_stale", f"{server}.{tool} was approved, but {change}",
+                                       "call it again to ask about what is there now")
             spent[server] += 1
             return await call(server, tool, args)
 
@@ -170,14 +180,6 @@ def _details(tool: str, args: Any) -> list[str]:
     if tool == "exec" and isinstance(args.get("bin"), str):
         return [posixpath.basename(args["bin"])]
     return []
-
-
-def _question(server: str, tool: str, args: Any, rule: str) -> str:
-    shown = json.dumps(args, ensure_ascii=False, indent=1)
-    if len(shown) > 4000:
-        shown = shown[:4000] + "\n… (cut)"
-    return (f"A script asks to run {server}.{tool} (policy rule {rule!r}: ask). Approve this call, "
-            f"with exactly these arguments?\n{shown}")
 
 
 def refused(kind: str, message: str, hint: str) -> dict[str, Any]:

@@ -85,13 +85,19 @@ class Timeline:
             return None
 
     def start_run(self, language: str, code: str, call_tool: CallTool, *, limits: dict[str, Any] | None = None,
-                  replay_of: str | None = None, mode: str | None = None) -> RunRecorder:
-        run = new_run_id()
+                  replay_of: str | None = None, mode: str | None = None, run: str | None = None) -> RunRecorder:
+        run = run or new_run_id()
         detail: dict[str, Any] = {"language": language, "script": code, "limits": limits or {}}
         if replay_of is not None:
             detail.update(replay_of=replay_of, mode=mode)
         self.writer.record(Event(time.time(), run, 0, "run_start", controls=CONTROLS, detail=detail))
         return RunRecorder(self.writer, run, call_tool, self.controls)
+
+    def person_input(self, count: int, since: float, until: float) -> None:
+        """A person's pointer and key input at a control viewer (coalesced, about a second each):
+        an event of the session, in no run."""
+        self.writer.record(Event(until, "", 0, "input", controls="person",
+                                 detail={"inputs": count, "since": since, "until": until}))
 
     def flush(self) -> None:
         self.writer.flush()

@@ -36,8 +36,10 @@ from . import listing_cache as listing_cache_module
 from .arguments import ArgumentsError, RunJsArguments, RunPyArguments, input_schema, parse_arguments
 from .bridge import START_TIMEOUT_SECONDS, Bridge, BridgeError, tool_to_dict
 from .config import DECLARED_IN_FULL, ServerConfig, builtin_servers, is_builtin
+from .approval import ApprovalRequest
+from .oversight import Oversight
 from .policy import Ask, Policy
-from .recording import Timeline
+from .recording import Timeline, new_run_id
 from .results import error_result, to_call_tool_result
 
 logger = logging.getLogger(__name__)
@@ -72,6 +74,8 @@ class Runtime:
         self._start_servers = start_servers
         self._known_secrets = known_secrets
         self.timeline: Timeline | None = None
+        # The session's control viewers: they watch runs live and answer approvals
+        self.oversight = Oversight(known_secrets, on_input=self._person_input)
         # The session server reads the timeline, which is the runtime's alone: served in this process.
         local = {"session": self._session_server} if is_builtin("session", self.servers.get("session")) else {}
         self.bridge = Bridge(self.servers, on_tools_changed=self._tools_changed, local=local)
@@ -89,6 +93,7 @@ class Runtime:
         await self.bridge.__aenter__()
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
+        self._task_group.start_soon(self.oversight.connect_forever)
         if self._start_servers:
             self.bridge.start_in_background()
         return self
@@ -120,7 +125,8 @@ class Runtime:
 
         replay = Replay(policed, self._read_only, self._run_for_replay, timeline, self._known_secrets)
         state = SessionState(folder=timeline.folder if timeline is not None else timeline_dir(),
-                             replayer=replay.replay, flush=timeline.flush if timeline is not None else None)
+                             replayer=replay.replay, flush=timeline.flush if timeline is not None else None,
+                             video=self.oversight.video)
         return build_session_server(state=state)
 
     def _read_only(self, server: str, tool: str) -> bool:
@@ -252,7 +258,8 @@ class Runtime:
         The run and each capability call it makes go on the timeline. `call_tool` stands in for
         the bridge's (a replay's answers from the record), `replay_of` names the run a replay
         re-runs, `on_run` is told the run's id, `ask` asks the client's user to approve a call
-        the operator's policy says to ask about (None: nobody can be asked)."""
+        the operator's policy says to ask about (None: they cannot be asked), when no person at
+        a control viewer of the session can."""
         model = RunJsArguments if language == "js" else RunPyArguments
         try:
             args = parse_arguments(model, arguments)
@@ -266,20 +273,41 @@ class Runtime:
             if recorder is not None:
                 recorder.approval(server, tool, rule, answer)
 
-        call = self.policy.guard(call_tool if call_tool is not None else self.bridge.call_tool, ask, on_answer)
+        asker = None if replay_of is not None else self._asker(ask)  # a replay asks nobody
+        call = self.policy.guard(call_tool if call_tool is not None else self.bridge.call_tool, asker, on_answer)
         if replay_of is not None:
             call = _no_replay_within(call)
+        run = new_run_id()
         if self.timeline is not None:
             given = {k: v for k, v in args if k != "code" and v is not None}
             recorder = self.timeline.start_run(language, args.code, call, limits=given, replay_of=replay_of,
-                                               mode="script" if replay_of is not None else None)
+                                               mode="script" if replay_of is not None else None, run=run)
             call = recorder.call_tool
             if on_run is not None:
-                on_run(recorder.run)
-        result = await self._execute(engine, language, args.code, call, limits, on_console)
+                on_run(run)
+        watched = self.oversight.watch(run, language, args.code, call)
+        result = await self._execute(engine, language, args.code, watched.call_tool, limits, on_console)
+        watched.end(not result.is_error)
         if recorder is not None:
             recorder.end(result)
         return result
+
+    def _asker(self, elicit: Ask | None) -> Ask:
+        """Who approves a call: a person at a control viewer of the session, else the client's user
+        (elicitation), else nobody ("unasked")."""
+
+        async def ask(request: ApprovalRequest) -> Any:
+            answer = await self.oversight.ask(request.shown(), self.policy.ask_timeout_seconds)
+            if answer is not None:
+                return answer
+            return await elicit(request) if elicit is not None else "unasked"
+
+        return ask
+
+    def _person_input(self, count: int, since: float, until: float) -> None:
+        """A person's input at a viewer, coalesced by the relay, on the timeline."""
+        if self.timeline is not None:
+            self.timeline.person_input(count, since, until)
 
     async def _execute(self, engine: Any, language: str, code: str, call: Any, limits: Any,
                        on_console: Any) -> types.CallToolResult:
@@ -454,9 +482,9 @@ def _asker(ctx: Any, timeout: float) -> Ask | None:
     if capabilities is None or capabilities.elicitation is None or not getattr(session, "can_send_request", True):
         return None
 
-    async def ask(question: str) -> Any:
+    async def ask(request: ApprovalRequest) -> Any:
         with anyio.move_on_after(timeout):
-            answer = await session.elicit_form(question, {"type": "object", "properties": {}},
+            answer = await session.elicit_form(request.question(), {"type": "object", "properties": {}},
                                                related_request_id=ctx.request_id)
             return answer.action
         return "timeout"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -19,14 +20,26 @@ def jsonl(entries: Iterable[dict[str, Any]]) -> str:
     return "".join(json.dumps(entry, ensure_ascii=False) + "\n" for entry in entries)
 
 
-def html_report(reader: TimelineReader, entries: list[dict[str, Any]], title: str) -> str:
-    """The report: one section a run, one row a step (its arguments, answer and screenshots)."""
+def html_report(reader: TimelineReader, entries: list[dict[str, Any]], title: str,
+                videos: list[tuple[str, float, float]] = ()) -> str:
+    """The report: one section a run, one row a step (its arguments, answer and screenshots);
+    `videos` (path, start, end) are the screen video's segments of the same time, linked."""
     inlined = 0
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
              "<style>", _CSS, "</style></head><body>", f"<h1>{html.escape(title)}</h1>",
              f"<p class='meta'>{len(entries)} entries</p>"]
+    if videos:
+        parts.append("<p class='video'>Screen video: " + ", ".join(
+            f"<a href='file://{html.escape(path)}'>{html.escape(path.rsplit('/', 1)[-1])}</a> "
+            f"({time.strftime('%H:%M:%S', time.localtime(start))}–{time.strftime('%H:%M:%S', time.localtime(end))})"
+            for path, start, end in videos) + "</p>")
     for entry in entries:
         kind = entry["kind"]
+        if kind == "input":
+            detail = entry.get("detail", {})
+            parts.append(f"<p class='input'>A person used the screen at the viewer: {detail.get('inputs', 0)} "
+                         f"input event(s) · {entry['iso_time']}</p>")
+            continue
         if kind == "run_start":
             detail = entry.get("detail", {})
             parts.append(f"<section class='run' id='run-{html.escape(entry['run'])}'><h2>Run {html.escape(entry['run'])}"
@@ -85,5 +98,5 @@ h2{border-bottom:1px solid #ccc;margin-top:2em}h2 small{color:#777;font-weight:n
 .head .seq{font-weight:bold}.head .tool{font-family:monospace}.head .time{color:#777}
 pre{white-space:pre-wrap;max-height:16em;overflow:auto;margin:.3em 0;font-size:12px}
 .error{color:#c33}.shot{max-width:640px;display:block;border:1px solid #ccc;margin:.3em 0}
-.end.error{color:#c33}.meta{color:#777}
+.end.error{color:#c33}.meta{color:#777}.input{color:#a50}
 """

@@ -23,7 +23,8 @@ One event a row, never changed or deleted (triggers refuse it). Kinds:
     approval    a person was asked to approve the call `seq` (the operator's policy): detail
                 {rule, answer: accept|decline|cancel|timeout|unasked}; controls "person" when
                 someone answered
-    (to come: input, for a person's input in the viewer)
+    input       a person's pointer and key input at a control viewer, coalesced (about one
+                event a second of input): run "", detail {inputs, since, until}; controls "person"
 
 `controls` says who had the controls at that moment: "person" while someone held the screen
 from the viewer (the input lease), else "agent"; an approval answered by a person is "person". `seq` is the call's

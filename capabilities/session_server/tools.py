@@ -1,4 +1,5 @@
-"""The `session` server's tools: `timeline_query`, `timeline_export`, `timeline_replay`.
+"""The `session` server's tools: `timeline_query`, `timeline_export`, `timeline_replay`,
+`screen_video`.
 
 Reading is done here, on a read-only connection to the timeline (`store.TimelineReader`).
 Replaying needs the other capability servers and the sandbox, which only the runtime has: the
@@ -24,12 +25,15 @@ from capabilities import contract
 from capabilities.contract import OutputModel, ToolError, ToolSpec
 
 from . import export
+from capabilities.session import data_dir
+
 from .store import TimelineReader, TimelineUnavailable, events_iter, timeline_dir
 
 INLINE_JSONL_CHARS = 32 * 1024
 """`timeline_export` returns the JSON Lines inline too when they are at most this long."""
 
 Replayer = Callable[[str, str, "int | None", "str | None"], Awaitable[types.CallToolResult]]
+Video = Callable[[str, "int | None"], Awaitable[dict[str, Any]]]
 
 
 @dataclass
@@ -41,6 +45,8 @@ class SessionState:
     replayer: Replayer | None = None
     flush: Callable[[], None] | None = None
     """Waits until the events queued so far are written (the runtime's writer, in-process)."""
+    video: Video | None = None
+    """The session's screen recorder, through the runtime's oversight relay (in-process)."""
     _reader: TimelineReader | None = None
 
     def reader(self) -> TimelineReader:
@@ -95,6 +101,12 @@ class ReplayArgs(Args):
                                "recorded one, checked against the record call by call.")
 
 
+class VideoArgs(Args):
+    action: Literal["start", "stop", "status"] = Field(description="start or stop recording the screen, or read "
+                                                       "the recorder's state and segments.")
+    segmentSeconds: int | None = Field(None, ge=2, le=600, description="start: the length of each file (default 60).")
+
+
 class QueryOutput(OutputModel):
     entries: list[dict[str, Any]] = Field(description="Oldest first: run_start, call (merged with its answer: "
                                           "status ok|error|pending, summary, error_kind, error_message, screenshots "
@@ -121,6 +133,22 @@ REPLAY_OUTPUT: dict[str, Any] = {
                                  "skipped) and reason."},
     },
     "required": ["run", "mode", "status", "steps"],
+}
+
+
+VIDEO_OUTPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "recording": {"type": "boolean"},
+        "startedBy": {"type": ["string", "null"], "description": "operator or script"},
+        "error": {"type": ["string", "null"], "description": "Why recording stopped by itself."},
+        "folder": {"type": "string"},
+        "segmentSeconds": {"type": "integer"},
+        "keep": {"type": "object", "description": "The retention limit: megabytes, hours."},
+        "segments": {"type": "array", "items": {"type": "object"},
+                     "description": "Oldest first: name, bytes, end (epoch seconds); the name is its start."},
+    },
+    "required": ["recording", "folder", "segments"],
 }
 
 
@@ -166,11 +194,22 @@ async def export_timeline(state: SessionState, args: ExportArgs) -> types.CallTo
             return ExportOutput(path=str(path), format="jsonl", entries=len(entries),
                                 jsonl=text if len(text) <= INLINE_JSONL_CHARS else None)
         title = f"codedesk timeline — {'run ' + args.run if args.run else 'session'}"
-        path = reader.write_export(name, export.html_report(reader, entries, title).encode())
+        path = reader.write_export(name, export.html_report(reader, entries, title, _videos(entries)).encode())
         return ExportOutput(path=str(path), format="html", entries=len(entries))
 
     out = await anyio.to_thread.run_sync(write)
     return contract.success(out.model_dump(mode="json"), f"{out.entries} entries written to {out.path}")
+
+
+def _videos(entries: list[dict[str, Any]]) -> list[tuple[str, float, float]]:
+    """The screen video's segments (`<data>/video`) that overlap the entries' time: (path, start, end)."""
+    if not entries:
+        return []
+    from runtime.desktop.video import segment_times
+
+    first, last = entries[0]["time"], entries[-1]["time"]
+    return [(path, start, end) for path, start, end in segment_times(data_dir() / "video")
+            if start <= last and end >= first]
 
 
 async def replay(state: SessionState, args: ReplayArgs) -> types.CallToolResult:
@@ -182,6 +221,23 @@ async def replay(state: SessionState, args: ReplayArgs) -> types.CallToolResult:
     if state.flush is not None:
         await anyio.to_thread.run_sync(state.flush)
     return await state.replayer(args.run, args.mode, args.until, args.script)
+
+
+async def screen_video(state: SessionState, args: VideoArgs) -> types.CallToolResult:
+    if state.video is None:
+        raise ToolError("unavailable", "the screen recorder is reached through the runtime; this session server runs "
+                        "on its own", hint="call screen_video from a run_js / run_py script")
+    if args.segmentSeconds is not None and args.action != "start":
+        raise ToolError("invalid_arguments", "segmentSeconds is for action 'start' only", field="segmentSeconds")
+    from runtime.oversight import VideoUnavailable
+
+    try:
+        video = await state.video(args.action, args.segmentSeconds)
+    except VideoUnavailable as exc:
+        kind = "refused" if "cannot stop" in str(exc) else "unavailable"
+        raise ToolError(kind, str(exc), hint="the operator records with `codedesk desktop up --video`") from exc
+    said = "recording" if video["recording"] else "not recording"
+    return contract.success(video, f"screen video: {said}, {len(video['segments'])} segment(s) in {video['folder']}")
 
 
 READ_ONLY = {"read_only_hint": True, "open_world_hint": False}
@@ -201,4 +257,9 @@ TOOLS: list[ToolSpec[SessionState]] = [
                          "order, each answer compared with its record (status, URL, text); mode script: run its script "
                          "again, read-only calls that match the record answered from it. Fails with kind "
                          "replay_divergence at the first call that differs, saying which and why."),
+    ToolSpec(name="screen_video", args=VideoArgs, output=VIDEO_OUTPUT, run=screen_video,
+             annotations={"read_only_hint": False, "destructive_hint": False, "open_world_hint": False},
+             description="Record the screen to video files (mp4 segments in <data>/video, kept within the "
+                         "operator's retention limit), stop, or list them. A recording the operator started cannot "
+                         "be stopped here."),
 ]

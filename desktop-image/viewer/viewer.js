@@ -8,6 +8,11 @@
 //   /websockify?token=<secret>.lease   -> the input lease ("release" / "state" lines, answered
 //                                         "person" or "agent"): moving the pointer or typing here
 //                                         gives this person the screen; the button hands it back
+//   /websockify?token=<secret>.oversight -> the agent's runs and calls as they happen, and the
+//                                         approvals it waits for (JSON lines; see
+//                                         runtime/desktop/oversight.py): the side panel, the
+//                                         agent's pointer and banner, and the approval dialog
+// URL parameter overlay=0 starts with the agent's pointer and banner off.
 import RFB from './core/rfb.js';
 
 const params = new URLSearchParams(location.search);
@@ -18,7 +23,8 @@ const wsBase = (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.
 
 // Exposed for people debugging and for tests: connection state, how many times it connected,
 // and the last screen size.
-window.codedesk = { state: 'connecting', connects: 0, screen: null, resizeReplies: 0, error: null, lease: null };
+window.codedesk = { state: 'connecting', connects: 0, screen: null, resizeReplies: 0, error: null, lease: null,
+                    oversight: { connected: false, events: [], pending: [], answered: [] } };
 
 function setStatus(text) {
   statusEl.textContent = text;
@@ -128,3 +134,132 @@ function lease(command) {
 handback.addEventListener('click', () => lease('release'));
 // The button shows while this person holds the screen (their input takes it at once).
 setInterval(() => { if (window.codedesk.state === 'connected') lease('state'); }, 1000);
+
+// --- oversight: what the agent does, and the approvals it waits for -------------------------
+const $ = (id) => document.getElementById(id);
+const watch = window.codedesk.oversight;
+const steps = new Map();  // "run/seq" -> the panel's line for that call
+let overseer = null;
+let showAim = params.get('overlay') !== '0';
+$('showaim').checked = showAim;
+$('showaim').addEventListener('change', () => { showAim = $('showaim').checked; if (!showAim) clearAim(); });
+$('paneltoggle').addEventListener('click', () => {
+  $('panel').style.display = $('panel').style.display === 'block' ? 'none' : 'block';
+});
+
+function openOversight() {
+  overseer = new WebSocket(wsBase + encodeURIComponent(token + '.oversight'), ['binary']);
+  overseer.binaryType = 'arraybuffer';
+  let buffered = '';
+  const decoder = new TextDecoder();
+  overseer.onopen = () => { watch.connected = true; };
+  overseer.onmessage = (ev) => {
+    buffered += decoder.decode(ev.data, { stream: true });
+    let cut;
+    while ((cut = buffered.indexOf('\n')) >= 0) {
+      const line = buffered.slice(0, cut);
+      buffered = buffered.slice(cut + 1);
+      try { received(JSON.parse(line)); } catch (e) { window.codedesk.error = String(e); }
+    }
+  };
+  overseer.onclose = () => {  // the session restarts; follow it back
+    watch.connected = false;
+    overseer = null;
+    setTimeout(openOversight, 2000);
+  };
+}
+
+function received(m) {
+  if (m.t === 'hello') {
+    watch.pending = m.pending;
+    for (const e of m.recent) shown(e, false);
+    showApproval();
+  } else if (m.t === 'event') {
+    shown(m.e, true);
+  } else if (m.t === 'ask') {
+    watch.pending.push({ id: m.id, request: m.request });
+    showApproval();
+  } else if (m.t === 'closed') {
+    watch.pending = watch.pending.filter((p) => p.id !== m.id);
+    showApproval();
+  }
+}
+
+function shown(e, live) {
+  watch.events.push(e);
+  if (watch.events.length > 200) watch.events.shift();
+  if (e.kind === 'run_start') {
+    $('run').textContent = `${e.run} (${e.language === 'py' ? 'run_py' : 'run_js'}) running: ${e.script}`;
+    $('steps').replaceChildren();
+    steps.clear();
+  } else if (e.kind === 'run_end') {
+    $('run').textContent = `${e.run}: ended ${e.outcome}, ${e.calls} call(s)`;
+    if (live) setTimeout(() => { $('banner').style.display = 'none'; }, 1500);
+  } else if (e.kind === 'call') {
+    const li = document.createElement('li');
+    li.textContent = `${e.seq}. ${e.server}.${e.tool} ${e.step} …`;
+    steps.set(`${e.run}/${e.seq}`, li);
+    $('steps').prepend(li);
+    while ($('steps').children.length > 12) $('steps').lastChild.remove();
+    if (live && showAim) {
+      $('banner').textContent = `agent: run ${e.run}, step ${e.seq}: ${e.server}.${e.tool} ${e.step}`;
+      $('banner').style.display = 'block';
+      aim(e.targets || []);
+    }
+  } else if (e.kind === 'result') {
+    const li = steps.get(`${e.run}/${e.seq}`);
+    if (li) {
+      li.textContent = li.textContent.replace(/ …$/, e.ok ? ` ok (${e.ms} ms)` : ` failed: ${e.error}`);
+      if (!e.ok) li.className = 'error';
+    }
+    if (live) setTimeout(clearAim, 1500);
+  }
+}
+
+// The agent's pointer: a box on each point the batch is about to act on, apart from the cursor.
+function aim(points) {
+  clearAim();
+  const canvas = document.querySelector('#screen canvas');
+  const origin = canvas ? canvas.getBoundingClientRect() : { left: 0, top: 0 };
+  for (const p of points) {
+    const box = document.createElement('div');
+    box.className = 'aim';
+    box.style.left = `${origin.left + p.x}px`;
+    box.style.top = `${origin.top + p.y}px`;
+    const label = document.createElement('span');
+    label.textContent = p.type;
+    box.append(label);
+    document.body.append(box);
+  }
+}
+
+function clearAim() {
+  for (const box of document.querySelectorAll('.aim')) box.remove();
+}
+
+function showApproval() {
+  const first = watch.pending[0];
+  if (!first || viewOnly) { $('approval').style.display = 'none'; return; }
+  const r = first.request;
+  $('approvaltool').textContent = `${r.server}.${r.tool}`;
+  $('approvalrule').textContent = r.rule;
+  $('approvalstep').textContent = r.step;
+  $('approvalfiles').textContent = r.files && r.files.length ? `bound to the files: ${r.files.join(', ')}` : '';
+  $('approvalargs').textContent = r.arguments;
+  $('approval').dataset.id = first.id;
+  $('approval').style.display = 'block';
+  if (showAim) aim(r.points || []);
+}
+
+function answer(answerWord) {
+  const id = $('approval').dataset.id;
+  if (!id || !overseer || overseer.readyState !== WebSocket.OPEN) return;
+  overseer.send(new TextEncoder().encode(JSON.stringify({ t: 'answer', id, answer: answerWord }) + '\n'));
+  watch.answered.push({ id, answer: answerWord });
+  watch.pending = watch.pending.filter((p) => p.id !== id);
+  showApproval();
+}
+
+$('approve').addEventListener('click', () => answer('accept'));
+$('deny').addEventListener('click', () => answer('decline'));
+openOversight();

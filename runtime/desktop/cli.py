@@ -48,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--view-only", action="store_true",
                     help="viewers watch but cannot use the mouse and keyboard")
     up.add_argument("--json", action="store_true", help="print the session's facts as JSON")
+    up.add_argument("--video", action="store_true",
+                    help="record the screen from the start, in <data>/video (same as CODEDESK_VIDEO=on; "
+                         "retention: CODEDESK_VIDEO_KEEP_MB, default 2048, and CODEDESK_VIDEO_KEEP_HOURS, 24)")
     egress_args(up)
 
     down = sub.add_parser("down", help="stop the session")
@@ -328,6 +331,8 @@ def cli_main(argv: list[str]) -> int:
     data = _data(args)
     try:
         if args.command == "up":
+            if args.video:
+                os.environ["CODEDESK_VIDEO"] = "on"  # the supervisor inherits it
             return up(data, args.viewer_host, args.viewer_port, args.view_only, args.json, _egress(args))
         if args.command == "down":
             return down(data)

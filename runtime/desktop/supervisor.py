@@ -38,7 +38,9 @@ from .screen import MAX_SIZE, START_SIZE, ScreenSizer
 from .userfiles import prepare_chrome_profile, prepare_home, write_xauthority
 from . import procs, viewer_input
 from .firewall import apply_egress_firewall
+from .oversight import OversightRelay, runtime_socket as oversight_socket, runtime_uid
 from .spawn import SpawnService
+from .video import VIDEO_ENV, VideoError, VideoRecorder
 
 log = logging.getLogger("codedesk.desktop")
 
@@ -185,6 +187,8 @@ class Supervisor:
         self._resize_server: asyncio.AbstractServer | None = None
         self._viewer_servers: list[asyncio.AbstractServer] = []  # the input watch and lease channel
         self.lease: viewer_input.LeaseKeeper | None = None
+        self.oversight: OversightRelay | None = None  # live runs and approvals for the viewers
+        self.video: VideoRecorder | None = None  # the screen recorder (runtime/desktop/video.py)
         self._logs: list = []
 
     # ----------------------------------------------------------------- setup
@@ -225,6 +229,11 @@ class Supervisor:
             folder.mkdir(mode=0o700)  # fresh (the name is new): nobody can have planted anything
             if owner.switch:
                 os.chown(folder, owner.uid, owner.gid)
+        video = lay.data / "video"  # ffmpeg's, as the viewer account: in the root-owned data dir
+        video.mkdir(mode=0o700, exist_ok=True)
+        if self.viewer_user.switch:
+            os.chown(video, self.viewer_user.uid, self.viewer_user.gid, follow_symlinks=False)
+        os.chmod(video, 0o700, follow_symlinks=False)
         self._cookie = secrets.token_bytes(16)
         self._write_xauthority()
         self.ports["devtools"] = free_port()
@@ -305,7 +314,8 @@ class Supervisor:
             # RFB through the input watch (viewer_input), which passes it on to x11vnc's socket
             f.write(f"{self.secret}: unix_socket:{self.viewer_dir / 'input.sock'}\n"
                     f"{self.secret}.resize: 127.0.0.1:{self.ports['resize']}\n"
-                    f"{self.secret}.lease: unix_socket:{self.viewer_dir / 'lease.sock'}\n")
+                    f"{self.secret}.lease: unix_socket:{self.viewer_dir / 'lease.sock'}\n"
+                    f"{self.secret}.oversight: unix_socket:{self.viewer_dir / 'oversight.sock'}\n")
 
     def browser_argv(self, startup_window: bool = False) -> list[str]:
         """Chromium in the session's profile with its DevTools endpoint on loopback."""
@@ -490,10 +500,16 @@ class Supervisor:
             self._spawn(self.parts[name])
         self._resize_server = await asyncio.start_server(
             self._serve_resize, "127.0.0.1", self.ports["resize"])
-        self.lease = viewer_input.LeaseKeeper(self.layout.data, self.opts.view_only)
         viewer = self.viewer_user
-        self._viewer_servers = await viewer_input.serve(self.viewer_dir, self.vnc_socket, self.lease,
-                                                        (viewer.uid, viewer.gid) if viewer.switch else None)
+        viewer_owner = (viewer.uid, viewer.gid) if viewer.switch else None
+        self.video = VideoRecorder(self.layout.data / "video", f":{self.display_num}", viewer,
+                                   self.parts["x11vnc"].env or {}, self.layout.logs / "ffmpeg.log", lambda: self.size)
+        self.oversight = OversightRelay(self.opts.view_only, lambda: self.lease.holder if self.lease else "agent",
+                                        self._video_request)
+        self.lease = viewer_input.LeaseKeeper(self.layout.data, self.opts.view_only, self.oversight)
+        self._viewer_servers = await viewer_input.serve(self.viewer_dir, self.vnc_socket, self.lease, viewer_owner)
+        await self.oversight.serve(self.viewer_dir, oversight_socket(self.layout.data), viewer_owner,
+                                   runtime_uid())
         waits = [asyncio.ensure_future(self.wait_ready(self.parts[n]))
                  for n in ("chromium", "x11vnc", "websockify")]
         try:
@@ -506,8 +522,22 @@ class Supervisor:
         finally:
             for w in waits:
                 w.cancel()
+        if os.environ.get(VIDEO_ENV, "").strip().lower() in ("on", "1", "true", "yes"):
+            try:
+                self.video.start("operator")
+            except VideoError as exc:
+                log.warning("the screen is not recorded: %s", exc)
         write_session(self.session_info())
         self.write_state()
+
+    def _video_request(self, action: str, segment_seconds: int | None) -> dict:
+        """A script's `screen_video` call, through the oversight relay."""
+        assert self.video is not None
+        if action == "start":
+            return self.video.start("script", segment_seconds)
+        if action == "stop":
+            return self.video.stop("script")
+        return self.video.status()
 
     def session_info(self) -> SessionInfo:
         host = "127.0.0.1" if self.opts.viewer_host in ("0.0.0.0", "") else self.opts.viewer_host
@@ -557,7 +587,9 @@ class Supervisor:
         os.replace(tmp, self.layout.state_file)
 
     async def watch(self) -> None:
-        """Restart crashed parts (Chromium excepted) until asked to stop."""
+        """Restart crashed parts (Chromium excepted) until asked to stop; every 2 s, the screen
+        recorder's check."""
+        ticks = 0
         while not self.stopping:
             await asyncio.sleep(0.25)
             changed = False
@@ -583,6 +615,12 @@ class Supervisor:
                     log.exception("restarting %s failed", part.name)
             if changed:
                 self.write_state()
+            ticks += 1
+            if self.video is not None and ticks % 8 == 0 and not self.stopping:
+                try:
+                    await asyncio.to_thread(self.video.check)
+                except Exception:
+                    log.exception("the screen recorder's check failed")
 
     async def _restart(self, part: Part) -> None:
         if part.relaunch is not None:
@@ -629,6 +667,10 @@ class Supervisor:
             self._resize_server.close()
         for server in self._viewer_servers:
             server.close()
+        if self.oversight is not None:
+            self.oversight.close()
+        if self.video is not None:
+            self.video.close()  # its last segment finished before the screen goes
         order = ["websockify", "x11vnc", "chromium", "xfdesktop", "xfce4-panel", "xfwm4",
                  "xfsettingsd", "dbus", "xvfb"]
         for name in order:

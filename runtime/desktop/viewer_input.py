@@ -22,6 +22,7 @@ from pathlib import Path
 from capabilities import input_lease
 from capabilities.input_lease import Lease
 
+from .oversight import OversightRelay
 from .rfb import HANDS, RfbClientMessages, RfbParseError
 
 log = logging.getLogger("codedesk.desktop")
@@ -32,9 +33,10 @@ _WRITE_EVERY = 0.25  # seconds: a person's input refreshes the lease file at mos
 class LeaseKeeper:
     """The lease as the supervisor keeps it: in memory, and in `<data>/input-lease.json`."""
 
-    def __init__(self, data: Path, view_only: bool) -> None:
+    def __init__(self, data: Path, view_only: bool, relay: OversightRelay | None = None) -> None:
         self._data = data
         self._view_only = view_only
+        self._relay = relay  # told of a person's input (for the timeline) and of the holder changing
         self._lease = Lease(idle_seconds=input_lease.idle_seconds())
         self._written = 0.0
         input_lease.write(data, self._lease)
@@ -53,12 +55,18 @@ class LeaseKeeper:
             self._write(now)
             if taken:
                 log.info("a person took the screen (the input lease) from the viewer")
+        if self._relay is not None:
+            self._relay.person_input(count, now)
+            if taken:
+                self._relay.lease_changed("person")
 
     def release(self) -> None:
         now = time.time()
         self._lease = Lease("agent", now, self._lease.idle_seconds, self._lease.inputs)
         self._write(now)
         log.info("the viewer handed the screen (the input lease) back to the agent")
+        if self._relay is not None:
+            self._relay.lease_changed("agent")
 
     def _write(self, now: float) -> None:
         try:

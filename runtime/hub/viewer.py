@@ -4,7 +4,7 @@ joins to the session's own viewer with the session's secret (never shown to the 
 
 A `view` link is enforced here, not only by the page's view_only flag: the hub reads the RFB
 stream the browser sends and drops every input message (keys, pointer, clipboard, resize), and
-refuses the resize and lease channels.
+refuses the resize, lease and oversight channels (the last answers the agent's approvals).
 """
 
 from __future__ import annotations
@@ -65,11 +65,13 @@ async def proxy_websocket(hub: SessionHub, scope: dict[str, Any], receive: Any, 
     if scope["path"] != "/websockify":
         raise HubError("no such websocket", "open a viewer link", status_hint=404)
     token = parse_qs(scope.get("query_string", b"").decode()).get("token", [""])[0]
-    # the session's side channels: the screen's size, and the input lease's hand-back
-    channel = next((suffix for suffix in (".resize", ".lease") if token.endswith(suffix)), "")
+    # the session's side channels: the screen's size, the input lease's hand-back, and the
+    # agent's activity with its approvals
+    channel = next((suffix for suffix in (".resize", ".lease", ".oversight") if token.endswith(suffix)), "")
     rec, mode = hub.check_link(token.removesuffix(channel) if channel else token)
     if channel and mode == "view":
-        raise Unauthorized(f"a view link cannot use the {channel[1:]} channel (it changes the screen)",
+        what = "answers the agent's approvals" if channel == ".oversight" else "changes the screen"
+        raise Unauthorized(f"a view link cannot use the {channel[1:]} channel (it {what})",
                            "ask for a control link")
     address, secret = await hub.viewer_upstream(rec.id)
     if (await receive())["type"] != "websocket.connect":

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from capabilities import input_lease
 from capabilities.session import SessionInfo, read_session
 from tests.fixtures.session import DesktopSession, make_data_dir, run_desktop_cli
 
@@ -127,3 +128,20 @@ def private_session():
     finally:
         run_desktop_cli("down", "--data", str(data), check=False)
         shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.fixture
+def control_viewer(desktop_session, viewer_browser):
+    """The session's viewer page in a real Chromium, connected; the screen handed back after."""
+    page = viewer_browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(desktop_session.info.viewer_url)
+    page.wait_for_function("window.codedesk && window.codedesk.state === 'connected'", timeout=20000)
+    try:
+        yield page
+    finally:
+        # the shared session's other tests use the screen: hand it back whatever happened here
+        if page.evaluate("window.codedesk.lease") == "person" and page.locator("#handback").is_visible():
+            page.click("#handback")
+        page.close()
+        wait_until(lambda: not input_lease.read(desktop_session.data_dir).person_holds(),
+                   timeout=30, what="the input lease back with the agent")

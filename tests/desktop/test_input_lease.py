@@ -9,7 +9,6 @@ import json
 import os
 from pathlib import Path
 
-import pytest
 
 from capabilities import input_lease
 from tests.capabilities.browser.conftest import BrowserServer
@@ -22,22 +21,6 @@ def _desktop(server: BrowserServer, operations: list[dict], **config) -> tuple[b
         args["config"] = config
     raw = server.call("desktop_execute", args)
     return bool(raw.is_error), json.loads(raw.content[0].text)
-
-
-@pytest.fixture
-def control_viewer(desktop_session, viewer_browser):
-    page = viewer_browser.new_page(viewport={"width": 1280, "height": 800})
-    page.goto(desktop_session.info.viewer_url)
-    page.wait_for_function("window.codedesk && window.codedesk.state === 'connected'", timeout=20000)
-    try:
-        yield page
-    finally:
-        # the shared session's other tests use the screen: hand it back whatever happened here
-        if page.evaluate("window.codedesk.lease") == "person" and page.locator("#handback").is_visible():
-            page.click("#handback")
-        page.close()
-        wait_until(lambda: not input_lease.read(desktop_session.data_dir).person_holds(),
-                   timeout=30, what="the input lease back with the agent")
 
 
 def test_a_persons_input_in_the_viewer_holds_the_agents_input_until_handed_back(desktop_session, control_viewer):
@@ -76,14 +59,16 @@ def test_a_persons_input_in_the_viewer_holds_the_agents_input_until_handed_back(
 
 def test_the_lease_sockets_are_the_viewers_alone(desktop_session):
     """A program of the desktop user could otherwise take the screen or hand it back on a
-    person's behalf."""
+    person's behalf, or approve its own request."""
     status = json.loads(desktop_session.desktop_cli("status").stdout)
     folder = Path(status["vnc_socket"]).parent
-    for name in ("input.sock", "lease.sock"):
+    for name in ("input.sock", "lease.sock", "oversight.sock"):
         path = folder / name
         assert path.exists(), name
         assert path.stat().st_mode & 0o077 == 0, f"{name} is not private"
         if os.geteuid() == 0:
             assert path.stat().st_uid != desktop_session.info.uid, f"{name} belongs to the desktop user"
+    runtime_end = desktop_session.data_dir / "oversight.sock"  # the runtime's end of the oversight relay
+    assert runtime_end.stat().st_mode & 0o077 == 0 and runtime_end.stat().st_uid == os.geteuid()
     lease_file = desktop_session.data_dir / input_lease.FILE_NAME
     assert lease_file.stat().st_uid == os.geteuid() and lease_file.stat().st_mode & 0o022 == 0

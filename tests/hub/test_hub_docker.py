@@ -222,8 +222,9 @@ JSON.stringify(r.results ? r.results[1].result : r)
     assert hub.api("GET", f"/v1/sessions/{b['id']}").json()["state"] == "running"
 
 
-def _viewer_handshake(hub: HubProcess, token: str, send: bytes = b"") -> bytes:
-    """Open the hub's viewer websocket with a link token; the first bytes the session's VNC sends."""
+def _viewer_handshake(hub: HubProcess, token: str, send: bytes = b"", until: bytes = b"RFB") -> bytes:
+    """Open the hub's viewer websocket with a link token; the first bytes the session sends
+    (up to `until`: the VNC server's greeting)."""
     host, port = hub.url.removeprefix("http://").split(":")
     key = base64.b64encode(secrets.token_bytes(16)).decode()
     with socket.create_connection((host, int(port)), timeout=20) as sock:
@@ -232,7 +233,7 @@ def _viewer_handshake(hub: HubProcess, token: str, send: bytes = b"") -> bytes:
                       f"Sec-WebSocket-Protocol: binary\r\n\r\n").encode())
         data = b""
         try:
-            while b"RFB" not in data and len(data) < 4096:
+            while until not in data and len(data) < 4096:
                 chunk = sock.recv(4096)
                 if not chunk:
                     break
@@ -244,7 +245,8 @@ def _viewer_handshake(hub: HubProcess, token: str, send: bytes = b"") -> bytes:
 
 def test_viewer_links_open_the_screen_through_the_hub_until_revoked_or_expired(hub, two):
     """A link serves the session's viewer page and its VNC stream through the hub; a revoked
-    or expired link is refused, and a view link cannot open the resize channel."""
+    or expired link is refused, and a view link cannot open the resize or oversight channels
+    (the last answers the agent's approvals), which a control link opens."""
     import httpx
 
     a, _ = two
@@ -254,6 +256,10 @@ def test_viewer_links_open_the_screen_through_the_hub_until_revoked_or_expired(h
     assert page.status_code == 200 and "viewer.js" in page.text
     assert b"RFB 003" in _viewer_handshake(hub, token)
     assert b"RFB" not in _viewer_handshake(hub, token + ".resize")
+    assert b'"hello"' not in _viewer_handshake(hub, token + ".oversight", until=b'"hello"')
+    control = hub.api("POST", f"/v1/sessions/{a['id']}/viewer-links", json={"mode": "control", "expires_in_s": 60}).json()
+    assert b'"t": "hello"' in _viewer_handshake(hub, control["url"].split("token=")[1].split("&")[0] + ".oversight",
+                                                 until=b'"hello"')
     assert hub.api("DELETE", f"/v1/sessions/{a['id']}/viewer-links/{link['id']}").status_code == 200
     assert httpx.get(link["url"], timeout=30).status_code == 401
     assert b"RFB" not in _viewer_handshake(hub, token)

@@ -96,8 +96,8 @@ async def test_ask_waits_for_the_answer_and_runs_exactly_what_was_shown(tmp_path
     questions: list[str] = []
     answers = iter(["accept", "decline", "timeout"])
 
-    async def ask(question: str) -> str:
-        questions.append(question)
+    async def ask(request) -> str:
+        questions.append(request.question())
         return next(answers)
 
     code = """const r = await mcp.callTool("test", "echo", {text: "rm -rf ~"});
