@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from capabilities.contract import OutputModel
+from capabilities.input_lease import LeaseReport
 
 from .desktop_coordinates import MAX_SCALE, MIN_SCALE, ImageSpace, ScaleError, image_scale, scale_point
 from .desktop_keys import BUTTONS, KEYS, untypeable
@@ -647,11 +648,6 @@ class DesktopRequest(BaseModel):
     operations: list[Operation] = Field(min_length=1, description="Steps, each {type, params}, run in order")
     config: DesktopConfig = Field(default_factory=DesktopConfig,
                                   description="Pacing: keyboardDelayMs, mouseDelayMs, mouseSpeed; humanWaitMs")
-
-
-class LeaseReport(OutputModel):
-    holder: Literal["agent", "person"] = Field(description="Who held the screen")
-    waitedMs: int
 
 
 class DesktopOutput(OutputModel):

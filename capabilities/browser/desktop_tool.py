@@ -447,20 +447,9 @@ def _wait_for_the_screen(data: Path, config: DesktopConfig) -> tuple[dict[str, A
     wait = input_lease.wait_seconds() if config.humanWaitMs is None else config.humanWaitMs / 1000
     cancellation = current_cancellation()
     started = time.monotonic()
-    while True:
-        lease = input_lease.read(data)
-        waited = time.monotonic() - started
-        if not lease.person_holds():
-            return {"holder": "agent", "waitedMs": round(waited * 1000)}, None
-        if waited >= wait:
-            report = {"holder": "person", "waitedMs": round(waited * 1000)}
-            return report, ToolError(
-                "human_has_control",
-                f"a person is using the screen from the viewer (their last input {time.time() - lease.last_input:.1f} s "
-                f"ago); no step ran",
-                hint=f"wait until they hand back (the viewer's button, or {lease.idle_seconds:g} s without their "
-                     f"input), or wait longer with config.humanWaitMs")
-        cancellation.sleep(min(0.1, wait - waited))
+    while (verdict := input_lease.verdict(data, time.monotonic() - started, wait)) is None:
+        cancellation.sleep(min(0.1, max(wait - (time.monotonic() - started), 0.01)))
+    return verdict
 
 
 def _result(results: list[dict], images: list[bytes], size: tuple[int, int] | None,

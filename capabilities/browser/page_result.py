@@ -55,6 +55,7 @@ class BatchReport:
     error: ToolError | None = None
     closed: bool = False
     images: list[Image] = field(default_factory=list)
+    lease: dict[str, Any] | None = None  # with input steps: who held the screen, how long they waited
 
     @property
     def failed(self) -> StepReport | None:
@@ -85,6 +86,8 @@ def build_result(report: BatchReport) -> CallToolResult:
     """The tool result for a report: structured content, the text, then the images in
     image_index order."""
     body: dict[str, Any] = {"tab": report.tab, "url": report.url, "results": [s.to_json() for s in report.steps]}
+    if report.lease is not None:
+        body["lease"] = report.lease
     summary = " ".join(report.summary().split())  # one line whatever the messages contain
     images = [ImageBlock(image.png) for image in report.images]
     if report.error is None:

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, create_model
 
 from capabilities.contract import OutputModel
+from capabilities.input_lease import LeaseReport
 
 Selector = Annotated[str, Field(description="The selector or ref the step named")]
 
@@ -281,6 +282,7 @@ class BrowserOutput(OutputModel):
     tab: str = Field(description="The tab's name")
     url: str = Field(description="The tab's URL after the last step")
     results: list[StepDone] = Field(description="One entry per step, in order; `result` is typed by `operation`")
+    lease: LeaseReport | None = Field(None, description="With input steps: the input lease")
 
 
 def dump(result: Any) -> Any:

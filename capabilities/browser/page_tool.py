@@ -8,12 +8,16 @@ result. The connection and the named tabs live in the server state's `TabRegistr
 
 from __future__ import annotations
 
+import time
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from mcp_types import CallToolResult
 from playwright.async_api import Error as PlaywrightError
 
+from capabilities import input_lease
 from capabilities.contract import ToolError, ToolSpec
 
 from .errors import BrowserError, Unavailable
@@ -110,8 +114,33 @@ TOOL: ToolSpec[BrowserState] = ToolSpec(
 )
 
 
+PAGE_INPUT = frozenset({"click", "doubleClick", "tripleClick", "rightClick", "middleClick", "hover", "drag",
+                        "type", "press", "key", "holdKey", "select", "formInput", "scroll", "upload"})
+"""Steps that act as a person's hands on the page: they wait while a person holds the screen
+from the viewer (the input lease, `capabilities/input_lease.py`), as desktop_execute's do."""
+
+
+async def _wait_for_the_screen(data: Path) -> tuple[dict[str, Any], ToolError | None]:
+    wait = input_lease.wait_seconds()
+    started = time.monotonic()
+    while (verdict := input_lease.verdict(data, time.monotonic() - started, wait, longer=None)) is None:
+        await anyio.sleep(0.1)
+    return verdict
+
+
 async def execute(registry: TabRegistry, request: BrowserRequest) -> BatchReport:
     """Run a validated request in its tab; stop at the first failing step."""
+    lease = None
+    if any(op.type in PAGE_INPUT for op in request.operations):
+        lease, refused = await _wait_for_the_screen(registry.session.data_dir)
+        if refused is not None:
+            return BatchReport(tab=request.tab, total=len(request.operations), error=refused, lease=lease)
+    report = await _run_steps(registry, request)
+    report.lease = lease
+    return report
+
+
+async def _run_steps(registry: TabRegistry, request: BrowserRequest) -> BatchReport:
     images = Images()
     steps: list[StepReport] = []
     url: str | None = None

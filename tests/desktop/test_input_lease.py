@@ -15,6 +15,11 @@ from tests.capabilities.browser.conftest import BrowserServer
 from tests.desktop.conftest import wait_until
 
 
+def _page(server: BrowserServer, operations: list[dict]) -> tuple[bool, dict]:
+    raw = server.call("browser_execute", {"tab": "lease", "operations": operations})
+    return bool(raw.is_error), raw.structured_content
+
+
 def _desktop(server: BrowserServer, operations: list[dict], **config) -> tuple[bool, dict]:
     args: dict = {"operations": operations}
     if config:
@@ -46,6 +51,14 @@ def test_a_persons_input_in_the_viewer_holds_the_agents_input_until_handed_back(
         assert body["error"]["kind"] == "human_has_control"
         assert "no step ran" in body["error"]["message"] and body["results"] == []
         assert body["lease"]["holder"] == "person" and body["lease"]["waitedMs"] >= 800
+        # browser_execute's hands wait too (the operator's wait: 1 s here); reading does not
+        with BrowserServer({**desktop_session.env, "CODEDESK_LEASE_WAIT_SECONDS": "1"}) as web:
+            failed, body = _page(web, [{"type": "setContent", "params": {"html": "<button>b</button>"}},
+                                       {"type": "click", "params": {"selector": "button"}}])
+            assert failed and body["error"]["kind"] == "human_has_control", body
+            assert body["results"] == [] and body["lease"]["holder"] == "person" and body["lease"]["waitedMs"] >= 1000
+            failed, body = _page(web, [{"type": "url"}])
+            assert not failed and "lease" not in body
 
         page.click("#handback")
         wait_until(lambda: input_lease.read(data).holder == "agent", what="the lease handed back")
@@ -54,6 +67,10 @@ def test_a_persons_input_in_the_viewer_holds_the_agents_input_until_handed_back(
         assert not failed, body
         assert body["lease"]["holder"] == "agent"
         assert body["results"][0]["result"]["x"] == 200
+        with BrowserServer(desktop_session.env) as web:
+            failed, body = _page(web, [{"type": "setContent", "params": {"html": "<button>b</button>"}},
+                                       {"type": "click", "params": {"selector": "button"}}])
+            assert not failed and body["lease"]["holder"] == "agent", body
     assert input_lease.read(data).inputs >= 2
 
 
