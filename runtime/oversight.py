@@ -74,6 +74,8 @@ class Oversight:
                     tasks.cancel_scope.cancel()
             except (OSError, anyio.BrokenResourceError, anyio.EndOfStream, anyio.IncompleteRead):
                 pass
+            except Exception:  # whatever the relay sends, the runtime goes on (and reconnects)
+                logger.exception("oversight: the connection to the session's relay failed")
             finally:
                 self._send, self.connected, self.viewers = None, False, 0
                 for waiting in self._answers.values():
@@ -88,7 +90,7 @@ class Oversight:
         lines = BufferedByteReceiveStream(stream)
         while True:
             try:
-                message = json.loads(await lines.receive_until(b"\n", 1 << 16))
+                message = json.loads(await lines.receive_until(b"\n", 16 << 20))
             except ValueError:
                 continue
             if not isinstance(message, dict):

@@ -106,6 +106,7 @@ class OversightRelay:
         self._input_flush: asyncio.TimerHandle | None = None
         self._servers: list[asyncio.AbstractServer] = []
         self._tasks: set[asyncio.Future] = set()
+        self._runtime_path: Path | None = None
 
     # -- serving ------------------------------------------------------------------------------
 
@@ -113,8 +114,12 @@ class OversightRelay:
                     runtime_uid: int | None) -> None:
         """Listen on both ends. `viewer_owner` (uid, gid) owns the viewer's socket (None: ours);
         `runtime_uid` alone may connect to the runtime's (None: our own user)."""
+        from .spawn import socket_folder
+
         allowed = os.geteuid() if runtime_uid is None else runtime_uid
+        socket_folder(runtime_path)
         runtime_path.unlink(missing_ok=True)
+        self._runtime_path = runtime_path
         old = os.umask(0o177)
         try:
             self._servers.append(await asyncio.start_unix_server(
@@ -129,14 +134,13 @@ class OversightRelay:
                 os.chown(viewer_dir / SOCKET_NAME, *viewer_owner)
         os.chmod(runtime_path, 0o600)
         os.chmod(viewer_dir / SOCKET_NAME, 0o600)
-        self._runtime_path = runtime_path
 
     def close(self) -> None:
         for server in self._servers:
             server.close()
         for peer in [*self.viewers, *self.runtimes]:
             peer.writer.close()
-        if self._servers:
+        if self._runtime_path is not None:
             self._runtime_path.unlink(missing_ok=True)
 
     async def _runtime(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, allowed: int) -> None:

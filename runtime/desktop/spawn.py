@@ -106,6 +106,19 @@ def drop_command(user: DesktopUser, argv: list[str], env: dict[str, str]) -> tup
     return cmd + argv, safe
 
 
+def socket_folder(path: Path) -> None:
+    """Make sure the folder of the socket `path` is ours and nobody else can write it (made if
+    missing; a shared volume mounted there, such as Kubernetes' 0777 emptyDir, made 0755)."""
+    folder = path.parent
+    folder.mkdir(mode=0o755, parents=True, exist_ok=True)
+    st = os.lstat(folder)
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and st.st_mode & 0o022:
+        os.chmod(folder, 0o755)
+        st = os.lstat(folder)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise RuntimeError(f"{folder} must be a folder of ours that nobody else can write")
+
+
 class SpawnService:
     """Listens on `path` for the runtime's user `client_uid` and starts servers as `user`."""
 
@@ -133,14 +146,7 @@ class SpawnService:
         return cls(Path(path), entry.pw_uid, user, home)
 
     def start(self) -> None:
-        folder = self.path.parent
-        folder.mkdir(mode=0o755, parents=True, exist_ok=True)
-        st = os.lstat(folder)
-        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and st.st_mode & 0o022:
-            os.chmod(folder, 0o755)  # a shared volume mounted there (Kubernetes' emptyDir is 0777)
-            st = os.lstat(folder)
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
-            raise RuntimeError(f"{folder} must be a folder of ours that nobody else can write")
+        socket_folder(self.path)
         self.path.unlink(missing_ok=True)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         old = os.umask(0o177)
