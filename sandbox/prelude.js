@@ -35,6 +35,16 @@ const fromEntries = Object.fromEntries;
 const arrayFrom = Array.from;
 const apply = Reflect.apply;
 const toWellFormed = String.prototype.toWellFormed;
+const setPrototypeOf = Object.setPrototypeOf;
+
+// What goes to the host is built of objects and arrays with no prototype: a script's
+// Object.prototype.toJSON (or an accessor it puts there) must not change what the host reads.
+function bare(x) {
+  return setPrototypeOf(x, null);
+}
+function bareJson(k, v) {
+  return v !== null && typeof v === "object" ? setPrototypeOf(v, null) : v;
+}
 
 // ---- errors the host names, so an uncaught one is classified by its kind ----
 class BridgeError extends Error {}
@@ -51,9 +61,9 @@ function errorJson(e) {
     try {
       stack = String(e.stack || "");
     } catch (_) {}
-    return stringify({ name: String(e.name), message: String(e.message), stack });
+    return stringify(bare({ name: String(e.name), message: String(e.message), stack }));
   }
-  return stringify({ name: "Error", message: "Uncaught " + inspect(e, 2000), stack: "" });
+  return stringify(bare({ name: "Error", message: "Uncaught " + inspect(e, 2000), stack: "" }));
 }
 
 // ---- requests: gathered until the host's next step, completions come back in `deliver` ----
@@ -74,6 +84,7 @@ function request(op) {
   mark();
   // the caller's stack, so a failure is placed at the user's line, not in this file
   const site = new ErrorCtor().stack;
+  bare(op);
   return new Promise((resolve, reject) => {
     const id = nextId++;
     op.id = id;
@@ -115,7 +126,7 @@ function callTool(server, tool, args) {
   }
   let plain;
   try {
-    plain = parse(stringify(args));
+    plain = parse(stringify(args), bareJson);
   } catch (e) {
     return Promise.reject(new TypeError(`mcp.callTool: args must be JSON-serialisable (${e && e.message})`));
   }
@@ -136,7 +147,7 @@ async function describe(server, tool) {
   const listed = (await listTools(server))[server] || [];
   const chosen = listed.filter((t) => tool == null || t.name === tool);
   if (!chosen.length) {
-    throw new BridgeError(`server ${JSON.stringify(server)} has no tool ${JSON.stringify(tool)}; its tools: ` +
+    throw new BridgeError(`server ${stringify(server)} has no tool ${stringify(tool)}; its tools: ` +
                           (listed.map((t) => t.name).join(", ") || "(none)"));
   }
   return chosen.map((t) => t.declaration || t.name).join("\n\n");
@@ -216,7 +227,7 @@ g.tools = new Proxy({}, {
 // ---- timers ----
 function arm(id, entry) {
   outstanding++;
-  queue.push({ op: "timer", id, ms: entry.ms });
+  queue.push(bare({ op: "timer", id, ms: entry.ms }));
 }
 
 function fire(id, entry) {
@@ -247,7 +258,7 @@ function clearTimer(id) {
   if (entry === undefined || !entry.timer) return;
   pending.delete(id);
   outstanding--;
-  queue.push({ op: "clear", id });
+  queue.push(bare({ op: "clear", id }));
 }
 
 g.setTimeout = (fn, ms, ...args) => addTimer(fn, ms, args, false);
@@ -361,7 +372,7 @@ function flushConsole() {
   const lines = consoleQueue;
   consoleQueue = [];
   consoleQueued = 0;
-  if (host("console", stringify(lines)) === "full") consoleFull = true;
+  if (host("console", stringify(bare(lines))) === "full") consoleFull = true;
 }
 
 const consoleObj = {};
@@ -379,7 +390,7 @@ for (const level of ["log", "info", "warn", "error", "debug"]) {
       cutLines++;
       return;
     }
-    consoleQueue.push([level, text]);
+    consoleQueue.push(bare([level, text]));
     consoleQueued += text.length;
     if (consoleQueued > 65536) flushConsole();
   };
@@ -497,12 +508,12 @@ function step(kind, v, cap) {
   const lines = consoleQueue;
   consoleQueue = [];
   consoleQueued = 0;
-  const out = { ops, console: lines, cut: [cutBytes, cutLines], outstanding };
+  const out = bare({ ops: bare(ops), console: bare(lines), cut: bare([cutBytes, cutLines]), outstanding });
   cutBytes = cutLines = 0;
   if (kind === 0 || (kind !== 3 && outstanding > 0)) return stringify(out);
   out.done = true;
   if (kind === 3) {
-    out.error = parse(errorJson(v));
+    out.error = parse(errorJson(v), bareJson);
     return stringify(out);
   }
   if (kind === 2) v = v.value;

@@ -133,6 +133,36 @@ async def test_hostile_script_answers_in_time_with_its_error_kind(js_engine, too
     assert after.status == "ok" and after.value == ["undefined", 2]
 
 
+HIJACKS = [
+    "Object.prototype.toJSON = function () { return 'hijacked' };",
+    "Array.prototype.toJSON = function () { return 7 };",
+    "Object.defineProperty(Object.prototype, 'id', {get() { return 1 }, configurable: true});",
+    "Object.defineProperty(Object.prototype, 'op', {get() { throw new Error('op') }, configurable: true});",
+]
+
+
+@pytest.mark.parametrize("hijack", HIJACKS, ids=["object-tojson", "array-tojson", "id-accessor", "op-getter"])
+async def test_prototype_hijacks_do_not_garble_what_the_host_reads(js_engine, tools, hijack):
+    """What the guest hands the host (calls, timers, console lines, errors, the outcome) is built
+    without prototypes: a script's Object.prototype.toJSON once turned the outcome's envelope into
+    "hijacked" and the run into an `internal` error; a setter-less `id` accessor made every call
+    throw."""
+    code = hijack + """
+        console.log("line", [1]);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        clearTimeout(setTimeout(() => 0, 1000));
+        let echoed;  // the script's own toJSON shapes its arguments (here: not an object), nothing else
+        try { echoed = (await mcp.callTool("t", "echo", {text: "a"})).content[0].text } catch (e) { echoed = e.message }
+        [echoed, 2]"""
+    result = await js_engine.run(code, **tools.kwargs(), limits=JsLimits(timeout_seconds=5))
+    assert result.status == "ok", result.error
+    assert [line.text.split(" ")[0] for line in result.console] == ["line"]  # shown as the script's toJSON says
+    if "toJSON" not in hijack:  # (with it, the value itself is what the script's toJSON says)
+        assert result.value == ['{"text": "a"}', 2]
+    thrown = await js_engine.run(hijack + "\nthrow new TypeError('boom')", **tools.kwargs())
+    assert thrown.status == "error" and thrown.error.kind == "thrown" and "boom" in thrown.error.message
+
+
 async def test_deep_value_is_cut_with_a_marker(js_engine, tools):
     """A value nested deeper than JSON can sensibly carry comes back cut, and says so."""
     result = await js_engine.run("let d = 0; for (let i = 0; i < 1e5; i++) d = [d]; d", **tools.kwargs())
