@@ -371,8 +371,13 @@ def _default_limits(language: str) -> Any:
     return sandbox.JsLimits() if language == "js" else sandbox.PyLimits()
 
 
+NOTIFY_CHARS = 16 * 1024
+"""Console lines that queued up together are sent in one notification up to about this size."""
+
+
 class _ConsoleForwarder:
-    """Console lines of one run, sent to the client as MCP log notifications while it runs.
+    """Console lines of one run, sent to the client as MCP log notifications while it runs (lines
+    that queue up while one is sent go together, joined by newlines).
 
     The engine calls `__call__` synchronously (possibly from a worker thread); lines are queued
     and `pump`, a task the handler starts with the run, sends them in order. (Started from a
@@ -407,13 +412,30 @@ class _ConsoleForwarder:
     async def pump(self) -> None:
         async with self._receive:
             async for level, text in self._receive:
-                try:
-                    await self._session.send_log_message(
-                        CONSOLE_LOG_LEVELS.get(level, "info"), text, logger=self._logger_name,
-                        related_request_id=self._request_id,
-                    )
-                except Exception as exc:  # a client that went away must not fail the run
-                    logger.debug("console notification dropped: %r", exc)
+                # Lines that queued up while the last notification was sent go together, one
+                # notification per run of a level: a flood costs a few messages, not one a line
+                # (600 one-line notifications of two runs at once held a third run's answer).
+                level = CONSOLE_LOG_LEVELS.get(level, "info")
+                texts, size = [text], len(text)
+                while size < NOTIFY_CHARS:
+                    try:
+                        more_level, more = self._receive.receive_nowait()
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                    more_level = CONSOLE_LOG_LEVELS.get(more_level, "info")
+                    if more_level != level:
+                        await self._notify(level, "\n".join(texts))
+                        level, texts, size = more_level, [], 0
+                    texts.append(more)
+                    size += len(more) + 1
+                await self._notify(level, "\n".join(texts))
+
+    async def _notify(self, level: types.LoggingLevel, text: str) -> None:
+        try:
+            await self._session.send_log_message(level, text, logger=self._logger_name,
+                                                 related_request_id=self._request_id)
+        except Exception as exc:  # a client that went away must not fail the run
+            logger.debug("console notification dropped: %r", exc)
 
 
 async def _report_progress(session: Any, timeout: float, started: float, scope: anyio.CancelScope) -> None:
