@@ -8,6 +8,7 @@ result. The connection and the named tabs live in the server state's `TabRegistr
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from functools import partial
 from pathlib import Path
@@ -136,8 +137,7 @@ async def execute(registry: TabRegistry, request: BrowserRequest) -> BatchReport
         if refused is not None:
             return BatchReport(tab=request.tab, total=len(request.operations), error=refused, lease=lease)
     report = await _run_steps(registry, request)
-    report.lease = lease
-    return report
+    return dataclasses.replace(report, lease=lease) if lease is not None else report
 
 
 async def _run_steps(registry: TabRegistry, request: BrowserRequest) -> BatchReport:

@@ -58,7 +58,7 @@ def test_a_persons_input_in_the_viewer_holds_the_agents_input_until_handed_back(
             assert failed and body["error"]["kind"] == "human_has_control", body
             assert body["results"] == [] and body["lease"]["holder"] == "person" and body["lease"]["waitedMs"] >= 1000
             failed, body = _page(web, [{"type": "url"}])
-            assert not failed and "lease" not in body
+            assert not failed and "lease" not in body, body
 
         page.click("#handback")
         wait_until(lambda: input_lease.read(data).holder == "agent", what="the lease handed back")
