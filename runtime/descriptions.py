@@ -73,10 +73,10 @@ def _limits_text(memory_field: str, memory_range: tuple[int, int, int], memory_w
         f"Limits: timeout_seconds = wall time of the whole run, result included (default {t_default:g}, "
         f"max {t_high:g}); when it hits, in-flight tool calls are cancelled. {memory_field} = {memory_what} "
         f"in MiB (default {m_default}, {m_low} to {m_high}; a large screenshot needs 64). Console output "
-        f"is kept up to {_mib(MAX_OUTPUT_BYTES_RANGE[1])} (the rest is cut with a marker); at most "
+        f"is kept up to {_mib(MAX_OUTPUT_BYTES_RANGE[1])} (then cut, with a marker); at most "
         f"{MAX_ARTIFACTS_RANGE[1]} artifacts totalling {_mib(MAX_ARTIFACT_BYTES_RANGE[1])}; at most "
         f"{MAX_TOOL_CALLS_RANGE[1]} tool calls per run. Every failure (syntax, thrown, timeout, memory, "
-        "output, call budget, bridge) comes back as an error result naming the kind and the line in your code."
+        "output, call budget, bridge) is an error result naming the kind and the line in your code."
     )
 
 
