@@ -59,7 +59,7 @@ desktop_execute for what no page contains: the browser's own interface and dialo
 chooser, other windows, the clipboard; exec for programs; files to read, write, edit and search \
 text files; documents for PDFs, Office files, images; web to read a page as markdown without a tab (fetch_rendered runs its scripts); memory to keep \
 and recall what you learn, and the session's skills (skills_list names them below); session for \
-the timeline of what every run did (timeline_query), its export and replay."""
+the timeline of every run (timeline_query), its export and replay."""
 
 
 def _mib(n: int) -> str:
@@ -71,7 +71,7 @@ def _limits_text(memory_field: str, memory_range: tuple[int, int, int], memory_w
     m_low, m_default, m_high = memory_range
     return (
         f"Limits: timeout_seconds = wall time of the whole run, result included (default {t_default:g}, "
-        f"max {t_high:g}); when it hits, in-flight tool calls are cancelled. {memory_field} = {memory_what} "
+        f"max {t_high:g}); when it hits, calls in flight are cancelled. {memory_field} = {memory_what} "
         f"in MiB (default {m_default}, {m_low} to {m_high}; a large screenshot needs 64). Console output "
         f"is kept up to {_mib(MAX_OUTPUT_BYTES_RANGE[1])} (then cut, with a marker); at most "
         f"{MAX_ARTIFACTS_RANGE[1]} artifacts totalling {_mib(MAX_ARTIFACT_BYTES_RANGE[1])}; at most "
@@ -134,8 +134,7 @@ def run_js_description(servers: Sequence[str], tools: ToolsByServer, builtin: Co
     return "\n\n".join([
         "Run a JavaScript script (QuickJS, ES2023; TypeScript accepted, types are stripped) in a "
         "WebAssembly sandbox; it acts on a Linux desktop through capability servers. One script can "
-        "do many steps, loop, branch and call tools in parallel (Promise.all), then return only what "
-        "matters. The result is the console output, then the value of the last expression (strings as "
+        "loop, branch and call tools in parallel (Promise.all), then return only what matters. The result is the console output, then the value of the last expression (strings as "
         "they are, other values as JSON); images attached with artifact() follow as image blocks. "
         "Screenshots and tool results go to your script, not to you: attach what you must see.",
         ORIENTATION,
@@ -151,7 +150,7 @@ def run_js_description(servers: Sequence[str], tools: ToolsByServer, builtin: Co
         "- A bridge failure (unknown server or tool, server down) throws an Error.\n"
         "- console.log / info / warn / error / debug; artifact(x): attach an image block or text to the result.\n"
         "- setTimeout / setInterval and their clear*, top-level await, JSON, TextEncoder/Decoder, atob/btoa. "
-        "Nothing else reaches out: no fetch, require, filesystem, network, environment or process.",
+        "Nothing else reaches out (no fetch, require, files, network, env or process).",
         _limits_text("heap_memory_max_mb", HEAP_MEMORY_MAX_MB_RANGE, "the JavaScript heap"),
         "Examples.\n"
         "Run a program and read its output (the raw exec tools, polling by hand):\n" + SPEC_EXEC_EXAMPLE + "\n"
@@ -167,9 +166,9 @@ def run_js_description(servers: Sequence[str], tools: ToolsByServer, builtin: Co
         "if (step.operation === \"screenshot\") artifact(shot.images![step.result.image_index]);  // the model sees it\n"
         "A native window, by its accessibility refs (no pixels): desktop_execute operations "
         "[{type: \"accessibility.find\", params: {name: \"Save\"}}] give refs like a_12; then "
-        "{type: \"accessibility.act\", params: {ref: \"a_12\", action: \"press\"}} or {type: \"mouse.click\", params: {ref: \"a_12\"}}.",
+        "{type: \"accessibility.act\", params: {ref: \"a_12\", action: \"press\"}}.",
         "Declarations of the servers' tools:\n"
-        "// Every operation, field and result type; each field's documentation: await mcp.describe(server, tool).\n"
+        "// Each field's documentation: await mcp.describe(server, tool).\n"
         + declared,
     ])
 
