@@ -19,18 +19,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
+import stat
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import anyio
 
-from capabilities.session import SessionNotFound, read_session
+from capabilities.exec.confinement import DEFAULT_PATH, default_cwd, desktop_identity, resolve_program
 
 CallTool = Callable[[str, str, Any], Awaitable[dict[str, Any]]]
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # exec's own default
 REGION = 32
 _HASH_LIMIT = 256 << 20  # a larger file is bound by its size, time and inode instead
 
@@ -89,10 +87,12 @@ def changed(before: dict[str, Any], after: dict[str, Any]) -> str | None:
 
 
 def _exec_files(args: dict[str, Any]) -> dict[str, str]:
-    cwd = args.get("cwd") if isinstance(args.get("cwd"), str) else _home()
-    env = args.get("env") if isinstance(args.get("env"), dict) else {}
+    """The program and the files its arguments name, found as the exec server finds them."""
+    who = desktop_identity()
+    cwd = args.get("cwd") if isinstance(args.get("cwd"), str) else default_cwd(who)
+    env = {**who.env, **(args.get("env") if isinstance(args.get("env"), dict) else {})}
     path = env.get("PATH") if isinstance(env.get("PATH"), str) else DEFAULT_PATH
-    program = os.path.join(cwd, args["bin"]) if "/" in args["bin"] else shutil.which(args["bin"], path=path)
+    program = resolve_program(args["bin"], cwd, path)
     files = {args["bin"]: _digest(program) if program else "absent"}
     for arg in args.get("args") or ():
         if isinstance(arg, str) and arg and not arg.startswith("-") and len(arg) < 4096:
@@ -103,21 +103,26 @@ def _exec_files(args: dict[str, Any]) -> dict[str, str]:
 
 
 def _digest(path: str) -> str:
+    """A regular file's SHA-256 (its size, time and inode past _HASH_LIMIT); anything else is
+    named, never read: a script may name /dev/zero or a FIFO, which would hold a thread forever."""
     try:
-        stat = os.stat(path)
-        if stat.st_size > _HASH_LIMIT:
-            return f"size {stat.st_size}, modified {stat.st_mtime_ns}, inode {stat.st_ino}"
-        with open(path, "rb") as f:
-            return hashlib.file_digest(f, "sha256").hexdigest()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         return f"unreadable ({exc.strerror})"
-
-
-def _home() -> str:
-    try:
-        return str(read_session().home)
-    except (SessionNotFound, OSError, ValueError):
-        return str(Path.home())
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return f"not a regular file (mode {st.st_mode:o}, inode {st.st_ino})"
+        if st.st_size > _HASH_LIMIT:
+            return f"size {st.st_size}, modified {st.st_mtime_ns}, inode {st.st_ino}"
+        digest, left = hashlib.sha256(), st.st_size  # what is there now: a file that keeps growing ends too
+        try:
+            while left > 0 and (chunk := f.read(min(left, 1 << 20))):
+                digest.update(chunk)
+                left -= len(chunk)
+        except OSError as exc:
+            return f"unreadable ({exc.strerror})"
+        return f"{digest.hexdigest()} ({st.st_size} bytes)"
 
 
 async def _region(call: CallTool, server: str, x: float, y: float) -> dict[str, Any]:

@@ -148,6 +148,14 @@ def default_cwd(who: RunAs) -> str:
     return str(who.home) if who.home.is_dir() else "/"
 
 
+def resolve_program(bin: str, cwd: str, path: str) -> str | None:
+    """The file `bin` names: a path (relative to cwd) when it has a slash, else a PATH lookup."""
+    if "/" in bin:
+        candidate = os.path.join(cwd, bin)
+        return candidate if os.path.exists(candidate) else None
+    return shutil.which(bin, path=path)
+
+
 _SH = shutil.which("sh", path=DEFAULT_PATH)
 _SETPRIV = shutil.which("setpriv", path=DEFAULT_PATH)
 _PRLIMIT = shutil.which("prlimit", path=DEFAULT_PATH)

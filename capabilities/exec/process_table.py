@@ -43,7 +43,6 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -58,7 +57,8 @@ from capabilities.containment import (CommandGroupMaker, CommandGroups, Delegati
                                       session_tag)
 from capabilities.session import SessionNotFound, data_dir, read_session
 
-from .confinement import DEFAULT_PATH, Caps, Limits, default_cwd, desktop_identity, plan_launch, user_tasks
+from .confinement import (DEFAULT_PATH, Caps, Limits, default_cwd, desktop_identity, plan_launch, resolve_program,
+                          user_tasks)
 from .errors import RequestRefused
 from .log_store import RUNNING, CommandRecord, LogStore
 from .requests import ExecRequest
@@ -449,7 +449,7 @@ class ProcessTable:
         if not os.path.isdir(cwd):
             raise RequestRefused(f"exec refused: field 'cwd': {cwd} is not an existing directory")
         env = {**who.env, **request.env}
-        executable = _resolve(request.bin, cwd, env.get("PATH", DEFAULT_PATH))
+        executable = resolve_program(request.bin, cwd, env.get("PATH", DEFAULT_PATH))
 
         def make_record(command_id: str) -> CommandRecord:
             return CommandRecord(
@@ -711,10 +711,4 @@ def _marked(procs: dict[int, Proc]) -> set[tuple[str, int]]:
     return found
 
 
-def _resolve(bin: str, cwd: str, path: str) -> str | None:
-    """The file `bin` names: a path (relative to cwd) when it has a slash, else a PATH lookup."""
-    if "/" in bin:
-        candidate = os.path.join(cwd, bin)
-        return candidate if os.path.exists(candidate) else None
-    return shutil.which(bin, path=path)
 

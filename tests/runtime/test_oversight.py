@@ -11,6 +11,7 @@ import json
 import os
 from pathlib import Path
 
+import anyio
 import pytest
 
 from runtime.approval import ApprovalRequest, changed, read_target
@@ -210,3 +211,23 @@ async def test_an_exec_approval_is_bound_to_its_program_and_files(tmp_path) -> N
     assert changed(before, await read_target(no_call, "exec", "exec", args)) == \
         "the file job.sh changed after it was shown"
     assert await read_target(no_call, "test", "echo", {"text": "a"}) == {}
+
+
+async def test_an_exec_approval_never_reads_what_is_not_a_regular_file(tmp_path) -> None:
+    """A script under an `ask` rule names /dev/zero as its program and a FIFO as an argument:
+    the runtime (root) names them in the binding without reading them, at once (reading would
+    hold a thread forever)."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    async def no_call(*args):
+        raise AssertionError("exec's target is read from the disk, not through a server")
+
+    with anyio.fail_after(10):
+        target = await read_target(no_call, "exec", "exec", {"bin": "/dev/zero", "args": ["pipe"],
+                                                             "cwd": str(tmp_path)})
+    assert target["files"]["/dev/zero"].startswith("not a regular file")
+    assert "pipe" not in target["files"]  # not a file: an argument binds only regular files
+    with anyio.fail_after(10):
+        target = await read_target(no_call, "exec", "exec", {"bin": "./pipe", "cwd": str(tmp_path)})
+    assert target["files"]["./pipe"].startswith("not a regular file")
