@@ -37,9 +37,6 @@ import asyncio
 import json
 import logging
 import os
-import pwd
-import socket
-import struct
 import time
 from collections import deque
 from collections.abc import Callable
@@ -61,20 +58,6 @@ def runtime_socket(data: Path) -> Path:
     """Where the runtime's end connects: `$CODEDESK_OVERSIGHT_SOCKET`, else `<data>/oversight.sock`."""
     given = os.environ.get(SOCKET_ENV)
     return Path(given) if given else data / SOCKET_NAME
-
-
-def runtime_uid() -> int | None:
-    """The runtime's account when it is not ours: the spawn service's client
-    (`$CODEDESK_SPAWN_FOR`, the container's runtime user), else None."""
-    from .spawn import FOR_ENV
-
-    name = os.environ.get(FOR_ENV)
-    if not name:
-        return None
-    try:
-        return pwd.getpwnam(name).pw_uid
-    except KeyError:
-        return None
 
 
 class _Peer:
@@ -113,7 +96,7 @@ class OversightRelay:
     async def serve(self, viewer_dir: Path, runtime_path: Path, viewer_owner: tuple[int, int] | None,
                     runtime_uid: int | None) -> None:
         """Listen on both ends. `viewer_owner` (uid, gid) owns the viewer's socket (None: ours);
-        `runtime_uid` alone may connect to the runtime's (None: our own user)."""
+        `runtime_uid` alone may connect to the runtime's (None: our own user; `spawn.client_uid`)."""
         from .spawn import socket_folder
 
         allowed = os.geteuid() if runtime_uid is None else runtime_uid
@@ -144,8 +127,9 @@ class OversightRelay:
             self._runtime_path.unlink(missing_ok=True)
 
     async def _runtime(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, allowed: int) -> None:
-        sock = writer.get_extra_info("socket")
-        uid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[1]
+        from .spawn import peer
+
+        _, uid = peer(writer.get_extra_info("socket"))
         if uid not in (allowed, os.geteuid()):
             log.warning("oversight: refused a runtime connection from uid %d", uid)
             writer.close()

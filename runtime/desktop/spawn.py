@@ -106,6 +106,25 @@ def drop_command(user: DesktopUser, argv: list[str], env: dict[str, str]) -> tup
     return cmd + argv, safe
 
 
+def client_uid() -> int | None:
+    """The runtime's account when it is not the supervisor's (`$CODEDESK_SPAWN_FOR`, the
+    container's runtime user), else None; RuntimeError when it names no user."""
+    client = os.environ.get(FOR_ENV)
+    if not client:
+        return None
+    try:
+        return pwd.getpwnam(client).pw_uid
+    except KeyError:
+        raise RuntimeError(f"{FOR_ENV} names {client!r}, which is not a user") from None
+
+
+def peer(conn: socket.socket) -> tuple[int, int]:
+    """The pid and uid of the process at the other end of a unix socket (SO_PEERCRED)."""
+    pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                         struct.calcsize("3i")))
+    return pid, uid
+
+
 def socket_folder(path: Path) -> None:
     """Make sure the folder of the socket `path` is ours and nobody else can write it (made if
     missing; a shared volume mounted there, such as Kubernetes' 0777 emptyDir, made 0755)."""
@@ -136,14 +155,11 @@ class SpawnService:
     def from_env(cls, user: DesktopUser, home: Path) -> "SpawnService | None":
         """The service the environment asks for (`$CODEDESK_SPAWN_SOCKET`, `$CODEDESK_SPAWN_FOR`),
         or None when it asks for none."""
-        path, client = os.environ.get(SOCKET_ENV), os.environ.get(FOR_ENV)
-        if not path or not client:
+        path = os.environ.get(SOCKET_ENV)
+        client = client_uid() if path else None
+        if client is None:
             return None
-        try:
-            entry = pwd.getpwnam(client)
-        except KeyError:
-            raise RuntimeError(f"{FOR_ENV} names {client!r}, which is not a user") from None
-        return cls(Path(path), entry.pw_uid, user, home)
+        return cls(Path(path), client, user, home)
 
     def start(self) -> None:
         socket_folder(self.path)
@@ -190,8 +206,7 @@ class SpawnService:
         fds: list[int] = []
         child: subprocess.Popen | None = None
         try:
-            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-            pid, uid, _gid = struct.unpack("3i", creds)
+            pid, uid = peer(conn)
             if uid != self.client_uid:
                 log.warning("spawn: refused a connection from uid %d (pid %d)", uid, pid)
                 _answer(conn, {"ok": False, "error": "this socket serves only the runtime's user"})

@@ -38,8 +38,8 @@ from .screen import MAX_SIZE, START_SIZE, ScreenSizer
 from .userfiles import prepare_chrome_profile, prepare_home, write_xauthority
 from . import procs, viewer_input
 from .firewall import apply_egress_firewall
-from .oversight import OversightRelay, runtime_socket as oversight_socket, runtime_uid
-from .spawn import SpawnService
+from .oversight import OversightRelay, runtime_socket as oversight_socket
+from .spawn import SpawnService, client_uid
 from .video import VIDEO_ENV, VideoError, VideoRecorder
 
 log = logging.getLogger("codedesk.desktop")
@@ -510,7 +510,7 @@ class Supervisor:
         self._viewer_servers = await viewer_input.serve(self.viewer_dir, self.vnc_socket, self.lease, viewer_owner)
         try:
             await self.oversight.serve(self.viewer_dir, oversight_socket(self.layout.data), viewer_owner,
-                                       runtime_uid())
+                                       client_uid())
         except (OSError, RuntimeError) as exc:  # the session still serves; nobody watches runs live
             log.warning("the oversight relay did not start (approvals go to the client only): %s", exc)
         waits = [asyncio.ensure_future(self.wait_ready(self.parts[n]))
