@@ -38,6 +38,7 @@ PREVIEW_CHARS = 300
 ARGUMENTS_CHARS = 4000
 _QUEUE = 256
 CallTool = Callable[[str, str, Any], Awaitable[dict[str, Any]]]
+_TIMED_OUT = object()
 
 
 class Oversight:
@@ -49,7 +50,7 @@ class Oversight:
         self.on_input = on_input  # a person's input at a viewer: (count, since, until)
         self._redactor = Redactor(session_secrets(extra=known_secrets))
         self._send: Any = None  # the connection's outbox while connected
-        self._answers: dict[str, Any] = {}  # ask id -> [event, answer]
+        self._answers: dict[str, Any] = {}  # request id -> [event, the relay's reply]
         self.connected = False
         self.viewers = 0  # control viewers watching, as the relay last said
         self.veto_seconds = _veto_seconds()
@@ -98,7 +99,7 @@ class Oversight:
             kind = message.get("t")
             if kind in ("answer", "unwatched", "video") and message.get("id") in self._answers:
                 waiting = self._answers[message["id"]]
-                waiting[1] = message if kind == "video" else message.get("answer") if kind == "answer" else None
+                waiting[1] = message
                 waiting[0].set()
             elif kind == "viewers" and isinstance(message.get("count"), int):
                 self.viewers = message["count"]
@@ -156,23 +157,11 @@ class Oversight:
         one is watching there."""
         if not self.connected:
             return None
-        ask_id = secrets.token_hex(8)
-        waiting: list[Any] = [anyio.Event(), None]
-        self._answers[ask_id] = waiting
-        try:
-            shown = {**request, "arguments": self._shown_arguments(request.get("arguments"))}
-            if not self._post({"t": "ask", "id": ask_id, "request": shown}):
-                return None
-            with anyio.move_on_after(timeout):
-                await waiting[0].wait()
-                return waiting[1]
-            self._post({"t": "withdraw", "id": ask_id})
+        shown = {**request, "arguments": self._shown_arguments(request.get("arguments"))}
+        reply = await self._exchange({"t": "ask", "request": shown}, timeout, withdraw=True)
+        if reply is _TIMED_OUT:
             return "timeout"
-        except BaseException:
-            self._post({"t": "withdraw", "id": ask_id})  # cancelled: the viewers stop showing it
-            raise
-        finally:
-            del self._answers[ask_id]
+        return reply.get("answer") if reply is not None and reply.get("t") == "answer" else None
 
     async def video(self, action: str, segment_seconds: int | None = None) -> dict[str, Any]:
         """The session's screen recorder (`runtime/desktop/video.py`): start, stop, or its status.
@@ -180,25 +169,38 @@ class Oversight:
         if not self.connected:
             raise VideoUnavailable("no desktop session is reachable here (the screen is recorded by the session "
                                    "that `codedesk desktop up` starts)")
+        message: dict[str, Any] = {"t": "video", "action": action}
+        if segment_seconds is not None:
+            message["segmentSeconds"] = segment_seconds
+        reply = await self._exchange(message, 30)
+        if not isinstance(reply, dict):
+            raise VideoUnavailable("the session's relay did not answer (busy, gone or stopping); try again")
+        if "error" in reply:
+            raise VideoUnavailable(str(reply["error"]))
+        return reply["state"]
+
+    async def _exchange(self, message: dict[str, Any], timeout: float, *, withdraw: bool = False) -> Any:
+        """Send `message` under a fresh id and wait for the relay's reply to it: the reply, None when
+        it could not be sent or the connection went, `_TIMED_OUT` after `timeout`. With `withdraw`,
+        the relay is told when the wait ends unanswered (timed out or cancelled)."""
         request_id = secrets.token_hex(8)
         waiting: list[Any] = [anyio.Event(), None]
         self._answers[request_id] = waiting
         try:
-            message: dict[str, Any] = {"t": "video", "id": request_id, "action": action}
-            if segment_seconds is not None:
-                message["segmentSeconds"] = segment_seconds
-            if not self._post(message):
-                raise VideoUnavailable("the session's relay is busy or gone; try again")
-            with anyio.move_on_after(30):
+            if not self._post({**message, "id": request_id}):
+                return None
+            with anyio.move_on_after(timeout):
                 await waiting[0].wait()
-            answer = waiting[1]
+                return waiting[1]
+            if withdraw:
+                self._post({"t": "withdraw", "id": request_id})
+            return _TIMED_OUT
+        except BaseException:
+            if withdraw:
+                self._post({"t": "withdraw", "id": request_id})  # cancelled: the viewers stop showing it
+            raise
         finally:
             del self._answers[request_id]
-        if not isinstance(answer, dict):
-            raise VideoUnavailable("the session did not answer (it may be stopping); try again")
-        if "error" in answer:
-            raise VideoUnavailable(str(answer["error"]))
-        return answer["state"]
 
     def _shown_arguments(self, args: Any) -> str:
         text = json.dumps(self._redactor.value(args), ensure_ascii=False, indent=1)
