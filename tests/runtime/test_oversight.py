@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -49,20 +51,26 @@ async def relay(tmp_path):
     relay.close()
 
 
-async def _connected(path: Path, **kwargs) -> tuple[Oversight, asyncio.Task]:
+@asynccontextmanager
+async def _connected(path: Path, **kwargs) -> AsyncIterator[Oversight]:
+    """The runtime's end, connected to the relay at `path` while the block runs."""
     oversight = Oversight(path=path, **kwargs)
     task = asyncio.ensure_future(oversight.connect_forever())
-    for _ in range(200):
-        if oversight.connected:
-            return oversight, task
-        await asyncio.sleep(0.02)
-    raise AssertionError("the runtime's end never connected")
+    try:
+        for _ in range(200):
+            if oversight.connected:
+                break
+            await asyncio.sleep(0.02)
+        else:
+            raise AssertionError("the runtime's end never connected")
+        yield oversight
+    finally:
+        task.cancel()
 
 
 async def test_an_ask_with_no_viewer_is_unwatched_and_with_one_gets_the_first_answer(relay) -> None:
     relay, viewer_path, runtime_path = relay
-    oversight, task = await _connected(runtime_path)
-    try:
+    async with _connected(runtime_path) as oversight:
         request = ApprovalRequest("exec", "exec", {"bin": "ls", "password": "hunter22"}, "exec.exec").shown()
         assert await oversight.ask(request, timeout=5) is None  # nobody watching: asked elsewhere
 
@@ -82,14 +90,11 @@ async def test_an_ask_with_no_viewer_is_unwatched_and_with_one_gets_the_first_an
         assert relay.pending == {}
         for viewer in (first, second):
             viewer.writer.close()
-    finally:
-        task.cancel()
 
 
 async def test_an_unanswered_ask_times_out_and_is_withdrawn_from_the_viewers(relay) -> None:
     relay, viewer_path, runtime_path = relay
-    oversight, task = await _connected(runtime_path)
-    try:
+    async with _connected(runtime_path) as oversight:
         viewer = await _Viewer.connect(viewer_path)
         await viewer.next("hello")
         request = ApprovalRequest("test", "echo", {"text": "a"}, "test.echo").shown()
@@ -102,14 +107,11 @@ async def test_an_unanswered_ask_times_out_and_is_withdrawn_from_the_viewers(rel
         closed = await viewer.next("closed")
         assert closed["id"] == ask_id and closed["answer"] == "withdrawn"
         viewer.writer.close()
-    finally:
-        task.cancel()
 
 
 async def test_events_reach_viewers_live_and_later_ones_from_the_recent_kept(relay) -> None:
     relay, viewer_path, runtime_path = relay
-    oversight, task = await _connected(runtime_path)
-    try:
+    async with _connected(runtime_path) as oversight:
         live = await _Viewer.connect(viewer_path)
         await live.next("hello")
 
@@ -130,17 +132,14 @@ async def test_events_reach_viewers_live_and_later_ones_from_the_recent_kept(rel
         assert [e["kind"] for e in (await later.next("hello"))["recent"]] == ["run_start", "call", "result", "run_end"]
         for viewer in (live, later):
             viewer.writer.close()
-    finally:
-        task.cancel()
 
 
 async def test_a_persons_input_is_coalesced_for_the_first_runtime_only(relay) -> None:
     relay, _, runtime_path = relay
     heard: list[tuple[int, float, float]] = []
     other: list[tuple[int, float, float]] = []
-    first, task1 = await _connected(runtime_path, on_input=lambda *a: heard.append(a))
-    second, task2 = await _connected(runtime_path, on_input=lambda *a: other.append(a))
-    try:
+    async with (_connected(runtime_path, on_input=lambda *a: heard.append(a)),
+                _connected(runtime_path, on_input=lambda *a: other.append(a))):
         for i in range(30):
             relay.person_input(2, 1000.0 + i / 100)
         for _ in range(200):
@@ -149,15 +148,11 @@ async def test_a_persons_input_is_coalesced_for_the_first_runtime_only(relay) ->
             await asyncio.sleep(0.02)
         assert heard == [(60, 1000.0, 1000.29)]
         assert other == []
-    finally:
-        task1.cancel()
-        task2.cancel()
 
 
 async def test_a_hostile_viewer_can_neither_answer_what_was_not_asked_nor_break_the_relay(relay) -> None:
     relay, viewer_path, runtime_path = relay
-    oversight, task = await _connected(runtime_path)
-    try:
+    async with _connected(runtime_path) as oversight:
         hostile = await _Viewer.connect(viewer_path)
         await hostile.next("hello")
         hostile.send({"t": "answer", "id": "made-up", "answer": "accept"})
@@ -172,8 +167,6 @@ async def test_a_hostile_viewer_can_neither_answer_what_was_not_asked_nor_break_
         viewer.send({"t": "answer", "id": (await viewer.next("ask"))["id"], "answer": "accept"})
         assert await asking == "accept"
         viewer.writer.close()
-    finally:
-        task.cancel()
 
 
 async def test_without_a_relay_nothing_is_sent_and_an_ask_is_unwatched(tmp_path) -> None:
