@@ -92,11 +92,11 @@ def prune(folder: Path, keep: Retention, now: float | None = None, writing: str 
     """Delete segments past the retention limit (too old first, then the oldest while over the size
     limit), never `writing`; the names deleted."""
     now = time.time() if now is None else now
-    found = [s for s in segments(folder) if s[0] != writing]
-    total = sum(size for _, size, _ in segments(folder))
+    found = segments(folder)
+    total = sum(size for _, size, _ in found)
     removed = []
     for name, size, modified in found:
-        if now - modified > keep.keep_seconds or total > keep.keep_bytes:
+        if name != writing and (now - modified > keep.keep_seconds or total > keep.keep_bytes):
             try:
                 (folder / name).unlink()
             except OSError:
