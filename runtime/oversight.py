@@ -176,7 +176,7 @@ class Oversight:
         if not isinstance(reply, dict):
             raise VideoUnavailable("the session's relay did not answer (busy, gone or stopping); try again")
         if "error" in reply:
-            raise VideoUnavailable(str(reply["error"]))
+            raise VideoUnavailable(str(reply["error"]), str(reply.get("kind") or "unavailable"))
         return reply["state"]
 
     async def _exchange(self, message: dict[str, Any], timeout: float, *, withdraw: bool = False) -> Any:
@@ -208,7 +208,12 @@ class Oversight:
 
 
 class VideoUnavailable(RuntimeError):
-    """The screen recorder cannot do what was asked; the message says why."""
+    """The screen recorder cannot do what was asked; the message says why, `kind` is the error
+    kind (the recorder's, `runtime.desktop.video.VideoError`)."""
+
+    def __init__(self, message: str, kind: str = "unavailable") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class Watched:

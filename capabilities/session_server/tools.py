@@ -23,10 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from capabilities import contract
 from capabilities.contract import OutputModel, ToolError, ToolSpec
-
-from . import export
 from capabilities.session import data_dir
 
+from . import export
 from .store import TimelineReader, TimelineUnavailable, events_iter, timeline_dir
 
 INLINE_JSONL_CHARS = 32 * 1024
@@ -234,8 +233,7 @@ async def screen_video(state: SessionState, args: VideoArgs) -> types.CallToolRe
     try:
         video = await state.video(args.action, args.segmentSeconds)
     except VideoUnavailable as exc:
-        kind = "refused" if "cannot stop" in str(exc) else "unavailable"
-        raise ToolError(kind, str(exc), hint="the operator records with `codedesk desktop up --video`") from exc
+        raise ToolError(exc.kind, str(exc), hint="the operator records with `codedesk desktop up --video`") from exc
     said = "recording" if video["recording"] else "not recording"
     return contract.success(video, f"screen video: {said}, {len(video['segments'])} segment(s) in {video['folder']}")
 

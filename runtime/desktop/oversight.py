@@ -19,7 +19,7 @@ From a runtime:
     {"t": "withdraw", "id": ...}          the ask is over (timed out, or answered elsewhere)
     {"t": "video", "id": ..., "action": "start" | "stop" | "status", "segmentSeconds"?: N}
                                           the screen recorder (`video.py`), answered
-                                          {"t": "video", "id", "state": {...}} or {..., "error"}
+                                          {"t": "video", "id", "state": {...}} or {..., "error", "kind"}
 From a viewer:
     {"t": "answer", "id": ..., "answer": "accept" | "decline"}   the first answer wins; the
                                           runtime that asked gets {"t": "answer", "id", "answer"}
@@ -198,7 +198,7 @@ class OversightRelay:
             try:
                 answer = {"state": await asyncio.to_thread(self._video, action, seconds)}
             except VideoError as exc:
-                answer = {"error": str(exc)}
+                answer = {"error": str(exc), "kind": exc.kind}
         peer.send({"t": "video", "id": message["id"], **answer})
 
     def _watching(self) -> int:

@@ -44,7 +44,12 @@ SUFFIX = ".mp4"
 
 
 class VideoError(RuntimeError):
-    """A request the recorder cannot do; the message says why and what to do."""
+    """A request the recorder cannot do; the message says why and what to do, `kind` is the
+    capability contract's error kind for it."""
+
+    def __init__(self, message: str, kind: str = "unavailable") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -136,7 +141,7 @@ class VideoRecorder:
     def start(self, by: str, segment_seconds: int | None = None) -> dict[str, Any]:
         with self._lock:
             if segment_seconds is not None and not SEGMENT_RANGE[0] <= segment_seconds <= SEGMENT_RANGE[1]:
-                raise VideoError(f"segmentSeconds must be {SEGMENT_RANGE[0]} to {SEGMENT_RANGE[1]}")
+                raise VideoError(f"segmentSeconds must be {SEGMENT_RANGE[0]} to {SEGMENT_RANGE[1]}", "invalid_arguments")
             if not os.path.exists(FFMPEG):
                 raise VideoError("ffmpeg is not installed here; `make install` (desktop-image/install-system.sh) installs it")
             if self.recording:
@@ -150,7 +155,7 @@ class VideoRecorder:
     def stop(self, by: str) -> dict[str, Any]:
         with self._lock:
             if self.started_by == "operator" and by != "operator":
-                raise VideoError("the operator turned this recording on; a script cannot stop it")
+                raise VideoError("the operator turned this recording on; a script cannot stop it", "refused")
             self.started_by = None
             self._end()
             return self.status()

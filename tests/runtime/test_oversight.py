@@ -18,7 +18,8 @@ import pytest
 
 from runtime.approval import ApprovalRequest, changed, read_target
 from runtime.desktop.oversight import OversightRelay
-from runtime.oversight import Oversight
+from runtime.desktop.video import VideoError
+from runtime.oversight import Oversight, VideoUnavailable
 
 pytestmark = pytest.mark.anyio
 
@@ -41,11 +42,18 @@ class _Viewer:
         self.writer.write(message if isinstance(message, bytes) else json.dumps(message).encode() + b"\n")
 
 
+def _recorder(action: str, seconds: int | None) -> dict:
+    """A stand-in for the supervisor's recorder, refusing what the real one refuses a script."""
+    if action == "stop":
+        raise VideoError("the operator turned this recording on; a script cannot stop it", "refused")
+    return {"recording": True, "segments": [], "folder": "/data/video", "segmentSeconds": seconds or 60}
+
+
 @pytest.fixture
 async def relay(tmp_path):
     viewer_dir = tmp_path / "viewer"
     viewer_dir.mkdir()
-    relay = OversightRelay(view_only=False, lease_holder=lambda: "agent")
+    relay = OversightRelay(view_only=False, lease_holder=lambda: "agent", video=_recorder)
     await relay.serve(viewer_dir, tmp_path / "oversight.sock", None, None)
     yield relay, viewer_dir / "oversight.sock", tmp_path / "oversight.sock"
     relay.close()
@@ -224,3 +232,12 @@ async def test_an_exec_approval_never_reads_what_is_not_a_regular_file(tmp_path)
     with anyio.fail_after(10):
         target = await read_target(no_call, "exec", "exec", {"bin": "./pipe", "cwd": str(tmp_path)})
     assert target["files"]["./pipe"].startswith("not a regular file")
+
+
+async def test_the_recorders_answers_and_refusals_reach_the_runtime_with_their_kind(relay) -> None:
+    _, _, runtime_path = relay
+    async with _connected(runtime_path) as oversight:
+        assert (await oversight.video("start", 4))["segmentSeconds"] == 4
+        with pytest.raises(VideoUnavailable, match="a script cannot stop it") as refused:
+            await oversight.video("stop")
+        assert refused.value.kind == "refused"
