@@ -11,7 +11,16 @@ read again after the yes and a change refuses the call (`approval_stale`):
   square, grabbed through the same server), so a window that moved under the pointer, or a
   dialog that appeared there, is not clicked on an old yes.
 
-Other calls are bound to their arguments alone.
+- a `browser_execute` batch: the elements its steps act on (by selector or ref) before its first
+  step that loads another page: how many match, and the first one's tag, text, box and markup,
+  read in the batch's own tab (a tab not open yet is opened blank, as the batch would open it).
+  A Playwright-only selector (`text=`, `role=`, `>>`) cannot be read outside Playwright and binds
+  nothing but the tab's URL.
+
+Other calls are bound to their arguments alone. What the person is shown with the request: the
+script's line that made the call (the guest says it: `sandbox.CALL_LINE`), and a screenshot of
+the target (the screen around a desktop batch's first point, the tab of a browser batch with its
+elements' boxes).
 """
 
 from __future__ import annotations
@@ -30,6 +39,8 @@ from capabilities.exec.confinement import DEFAULT_PATH, default_cwd, desktop_ide
 
 CallTool = Callable[[str, str, Any], Awaitable[dict[str, Any]]]
 REGION = 32
+PREVIEW = (480, 300)  # the screen shown around a desktop batch's first point
+PAGE_CHANGING = frozenset({"navigate", "back", "forward", "reload", "setContent"})
 _HASH_LIMIT = 256 << 20  # a larger file is bound by its size, time and inode instead
 
 
@@ -42,14 +53,16 @@ class ApprovalRequest:
     arguments: Any
     rule: str
     target: dict[str, Any] = field(default_factory=dict)  # what the call acts on, as shown
+    line: int | None = None  # the script's line that made the call, as the guest said
 
     def question(self) -> str:
         """The request in words, for a client's user (MCP elicitation)."""
         shown = json.dumps(self.arguments, ensure_ascii=False, indent=1)
         if len(shown) > 4000:
             shown = shown[:4000] + "\n… (cut)"
-        return (f"A script asks to run {self.server}.{self.tool} (policy rule {self.rule!r}: ask). Approve "
-                f"this call, with exactly these arguments?\n{shown}")
+        where = f" from line {self.line} of its script" if self.line is not None else ""
+        return (f"A script asks{where} to run {self.server}.{self.tool} (policy rule {self.rule!r}: ask). "
+                f"Approve this call, with exactly these arguments?\n{shown}")
 
     def shown(self) -> dict[str, Any]:
         """The request for a viewer's dialog (its arguments are redacted by the viewer's end)."""
@@ -57,11 +70,17 @@ class ApprovalRequest:
 
         return {"server": self.server, "tool": self.tool, "rule": self.rule, "arguments": self.arguments,
                 "step": step_summary(self.tool, self.arguments), "points": targets(self.tool, self.arguments),
-                "files": sorted(self.target.get("files", {}))}
+                "files": sorted(self.target.get("files", {})), "line": self.line,
+                "elements": [{k: e.get(k) for k in ("selector", "count", "tag", "text", "box")}
+                             for e in self.target.get("elements", ())],
+                "preview": self.target.get("preview")}
 
 
-async def read_target(call: CallTool, server: str, tool: str, args: Any) -> dict[str, Any]:
-    """The state of what the call acts on (see above); {} when it is bound to its arguments alone."""
+async def read_target(call: CallTool, server: str, tool: str, args: Any, *,
+                      preview: bool = False) -> dict[str, Any]:
+    """The state of what the call acts on (see above); {} when it is bound to its arguments alone.
+    With `preview`, also a screenshot of it for the person (`preview`: PNG data, its place on the
+    screen or page), which `changed` does not compare."""
     if not isinstance(args, dict):
         return {}
     if tool == "exec" and isinstance(args.get("bin"), str):
@@ -71,7 +90,11 @@ async def read_target(call: CallTool, server: str, tool: str, args: Any) -> dict
 
         points = targets(tool, args)
         if points:
-            return {"regions": [await _region(call, server, p["x"], p["y"]) for p in points]}
+            return await _screen_regions(call, server, points, preview)
+    if tool == "browser_execute":
+        selectors = element_targets(args)
+        if selectors or preview:
+            return await _page_elements(call, server, args, selectors, preview)
     return {}
 
 
@@ -83,7 +106,113 @@ def changed(before: dict[str, Any], after: dict[str, Any]) -> str | None:
     for old, new in zip(before.get("regions", ()), after.get("regions", ()), strict=False):
         if old != new:
             return f"the screen at ({old['x']}, {old['y']}) changed after it was shown"
+    if before.get("url") != after.get("url"):
+        return f"the tab went from {before.get('url')} to {after.get('url')} after it was shown"
+    for old, new in zip(before.get("elements", ()), after.get("elements", ()), strict=False):
+        if old != new:
+            what = next(k for k in ("count", "tag", "text", "box", "markup") if old.get(k) != new.get(k))
+            return f"the element {old['selector']!r} changed after it was shown (its {what})"
     return None
+
+
+def element_targets(args: dict[str, Any]) -> list[str]:
+    """The elements a browser batch acts on before it loads another page, as CSS selectors (a
+    ref is its attribute), in order, each once."""
+    found: list[str] = []
+    ops = args.get("operations")
+    for op in ops if isinstance(ops, list) else ():
+        if not isinstance(op, dict):
+            continue
+        if op.get("type") in PAGE_CHANGING:
+            break
+        params = op.get("params") if isinstance(op.get("params"), dict) else {}
+        for place in (params, params.get("from"), params.get("to")):
+            if not isinstance(place, dict):
+                continue
+            if isinstance(place.get("ref"), str):
+                found.append(f'[data-codedesk-ref="{place["ref"]}"]')
+            elif isinstance(place.get("selector"), str):
+                found.append(place["selector"])
+    return list(dict.fromkeys(found))[:20]
+
+
+# Read in the page: a Playwright-only selector is a syntax error to querySelectorAll, so it binds
+# nothing (its state reads "unreadable" both times). Markup is hashed in the page, kept short.
+_READ_ELEMENTS = """(() => {
+  const hash = (s) => { let h = 5381; for (let i = 0; i < s.length; i++) h = (h * 33 + s.charCodeAt(i)) | 0; return h; };
+  return {url: location.href, elements: SELECTORS.map((selector) => {
+    let all;
+    try { all = document.querySelectorAll(selector); } catch (e) { return {selector, count: null, tag: "unreadable"}; }
+    const el = all[0];
+    if (!el) return {selector, count: 0};
+    const r = el.getBoundingClientRect();
+    return {selector, count: all.length, tag: el.tagName.toLowerCase(),
+            text: String(el.innerText || el.value || el.getAttribute("aria-label") || "").slice(0, 200),
+            box: [Math.round(r.x), Math.round(r.y), Math.round(r.width), Math.round(r.height)],
+            markup: hash(el.outerHTML)};
+  })};
+})()"""
+
+
+async def _page_elements(call: CallTool, server: str, args: dict[str, Any], selectors: list[str],
+                         preview: bool) -> dict[str, Any]:
+    tab = args.get("tab") if isinstance(args.get("tab"), str) else "default"
+    steps: list[dict[str, Any]] = [{"type": "evaluate",
+                                    "params": {"script": _READ_ELEMENTS.replace("SELECTORS", json.dumps(selectors))}}]
+    if preview:
+        steps.append({"type": "screenshot"})
+    result = await call(server, "browser_execute", {"tab": tab, "operations": steps})
+    structured = result.get("structuredContent") if isinstance(result, dict) else None
+    steps_done = structured.get("results") if isinstance(structured, dict) else None
+    read = steps_done[0].get("result") if isinstance(steps_done, list) and steps_done else None
+    if result.get("isError") or not isinstance(read, dict):
+        return {"url": "unreadable", "elements": [{"selector": s, "count": None, "tag": "unreadable"} for s in selectors]}
+    state: dict[str, Any] = {"url": read.get("url"), "elements": read.get("elements") or []}
+    images = _images(result)
+    if preview and images:
+        state["preview"] = {"image": images[0], "space": "page"}
+    return state
+
+
+async def _screen_regions(call: CallTool, server: str, points: list[dict[str, Any]],
+                          preview: bool) -> dict[str, Any]:
+    """A hash of the 32 px square around each point, and with `preview` the screen around the
+    first one, in one batch (the squares kept inside the screen, whose size is read first)."""
+    sizes = await call(server, "desktop_execute", {"operations": [{"type": "screen.width"}, {"type": "screen.height"}]})
+    try:
+        width, height = (int(step["result"]) for step in sizes["structuredContent"]["results"])
+    except (KeyError, TypeError, ValueError):
+        return {"regions": [{"x": p["x"], "y": p["y"], "pixels": "unreadable"} for p in points]}
+    boxes = [_box(p["x"], p["y"], REGION, REGION, width, height) for p in points]
+    if preview:
+        boxes.append(_box(points[0]["x"], points[0]["y"], *PREVIEW, width, height))
+    result = await call(server, "desktop_execute", {"operations": [
+        {"type": "screen.grabRegion", "params": dict(zip(("left", "top", "width", "height"), box, strict=True))}
+        for box in boxes]})
+    images = _images(result) if not result.get("isError") else []
+    regions = [{"x": p["x"], "y": p["y"],
+                "pixels": hashlib.sha256(images[i].encode()).hexdigest() if i < len(images) else "unreadable"}
+               for i, p in enumerate(points)]
+    state: dict[str, Any] = {"regions": regions}
+    if preview and len(images) > len(points):
+        left, top, w, h = boxes[-1]
+        state["preview"] = {"image": images[len(points)], "space": "screen", "left": left, "top": top,
+                            "width": w, "height": h}
+    return state
+
+
+def _box(x: float, y: float, width: int, height: int, screen_w: int, screen_h: int) -> tuple[int, int, int, int]:
+    """A `width` x `height` box centred on (x, y) as far as the screen lets it, inside the screen."""
+    width, height = max(1, min(width, screen_w)), max(1, min(height, screen_h))
+    left = min(max(0, int(x) - width // 2), screen_w - width)
+    top = min(max(0, int(y) - height // 2), screen_h - height)
+    return left, top, width, height
+
+
+def _images(result: Any) -> list[str]:
+    """The base64 PNG data of a result's image blocks, in order."""
+    content = result.get("content", ()) if isinstance(result, dict) else ()
+    return [block.get("data", "") for block in content if isinstance(block, dict) and block.get("type") == "image"]
 
 
 def _exec_files(args: dict[str, Any]) -> dict[str, str]:
@@ -123,11 +252,3 @@ def _digest(path: str) -> str:
         except OSError as exc:
             return f"unreadable ({exc.strerror})"
         return f"{digest.hexdigest()} ({st.st_size} bytes)"
-
-
-async def _region(call: CallTool, server: str, x: float, y: float) -> dict[str, Any]:
-    left, top = max(0, int(x) - REGION // 2), max(0, int(y) - REGION // 2)
-    result = await call(server, "desktop_execute", {"operations": [
-        {"type": "screen.grabRegion", "params": {"left": left, "top": top, "width": REGION, "height": REGION}}]})
-    data = "".join(block.get("data", "") for block in result.get("content", ()) if block.get("type") == "image")
-    return {"x": x, "y": y, "pixels": hashlib.sha256(data.encode()).hexdigest() if data else "unreadable"}

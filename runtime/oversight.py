@@ -25,6 +25,8 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from capabilities.session import data_dir
 from capabilities.session_server.redaction import Redactor, session_secrets
 
+from sandbox.result import CALL_LINE
+
 from .desktop.oversight import runtime_socket
 
 logger = logging.getLogger(__name__)
@@ -130,7 +132,7 @@ class Oversight:
         if self.connected:
             self._post({"t": "event", "e": {"kind": "call", "time": time.time(), "run": run, "seq": seq,
                                             "server": server, "tool": tool, "step": step_summary(tool, args),
-                                            "targets": targets(tool, args)}})
+                                            "targets": targets(tool, args), "line": CALL_LINE.get()}})
 
     def call_answered(self, run: str, seq: int, server: str, tool: str, result: dict[str, Any] | None,
                       error: str | None, ms: float) -> None:

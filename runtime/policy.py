@@ -41,6 +41,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from sandbox.result import CALL_LINE
+
 from .approval import ApprovalRequest, CallTool, changed, read_target
 
 Decision = Literal["allow", "ask", "deny"]
@@ -142,8 +144,9 @@ class Policy(BaseModel):
                 return refused("denied", f"the operator's policy allows {budget} calls to {server} per run, "
                                f"and this run has made them", "do more per call, or split the work into runs")
             if decision == "ask":
-                target = await read_target(call, server, tool, args) if ask is not None else {}
-                answer = "unasked" if ask is None else await ask(ApprovalRequest(server, tool, args, rule, target))
+                target = await read_target(call, server, tool, args, preview=True) if ask is not None else {}
+                answer = "unasked" if ask is None else await ask(
+                    ApprovalRequest(server, tool, args, rule, target, line=CALL_LINE.get()))
                 if on_answer is not None:
                     on_answer(server, tool, rule, answer)
                 if answer == "unasked":

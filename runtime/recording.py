@@ -28,6 +28,8 @@ from capabilities.session_server.store import (
     Event, TimelineUnavailable, TimelineWriter, recording_enabled, timeline_dir,
 )
 
+from sandbox.result import CALL_LINE
+
 from .bridge import BridgeError
 
 logger = logging.getLogger(__name__)
@@ -121,7 +123,9 @@ class RunRecorder:
         seq = self.calls
         _SEQ.set(seq)  # each call runs in its own task: what it awaits knows its number
         record = self._writer.record
-        record(Event(time.time(), self.run, seq, "call", server, tool, arguments=args, controls=self._controls.now()))
+        line = CALL_LINE.get()
+        record(Event(time.time(), self.run, seq, "call", server, tool, arguments=args, controls=self._controls.now(),
+                     detail={"line": line} if line is not None else None))
         started = time.perf_counter()
         try:
             result = await self._call(server, tool, args)

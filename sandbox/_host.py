@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from sandbox.result import (
+    CALL_LINE,
     HEAP_MEMORY_MAX_MB_RANGE,
     MAX_OUTPUT_BYTES_RANGE,
     MAX_TOOL_CALLS_RANGE,
@@ -35,6 +36,7 @@ from sandbox.result import (
     ListTools,
     OnConsole,
     RunError,
+    call_line,
     well_formed,
 )
 
@@ -259,8 +261,9 @@ class ToolBridge:
             self._tasks.pop(rid, None)
             self._calls.pop(rid, None)
 
-    def call(self, rid: int, server: Any, tool: Any, args: Any) -> None:
-        """Start a tool call, or refuse it at once when the run's call budget is spent."""
+    def call(self, rid: int, server: Any, tool: Any, args: Any, line: Any = None) -> None:
+        """Start a tool call, or refuse it at once when the run's call budget is spent. `line`
+        is the script's line the guest says made it (`CALL_LINE` in the call's task)."""
         if not isinstance(server, str) or not isinstance(tool, str):
             self._emit({"id": rid, "name": "TypeError",
                         "error": "mcp.callTool(server, tool, args): server and tool must be "
@@ -284,7 +287,10 @@ class ToolBridge:
             return
         self.tool_calls += 1
 
+        site = call_line(line)
+
         async def work() -> Any:
+            CALL_LINE.set(site)  # this call's own task: its context is its own
             result = await self._call_tool(server, tool, args)
             if not isinstance(result, dict):
                 raise BridgeError(f"{server}.{tool} returned {type(result).__name__}, "

@@ -247,6 +247,14 @@ def _plain(value, what):
         raise TypeError(f"{what} must be JSON-serialisable (it nests too deeply)") from None
 
 
+def _user_line():
+    """The line of the user's script the current call comes from (its innermost frame there)."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename != FILENAME:
+        frame = frame.f_back
+    return frame.f_lineno if frame is not None else None
+
+
 class _Mcp:
     """Tool calls to the capability servers. Results are plain dicts (CallToolResult)."""
 
@@ -259,7 +267,7 @@ class _Mcp:
         if not isinstance(args, dict):
             raise TypeError("mcp.call_tool(server, tool, args): args must be a dict")
         return _frame({"op": "call", "server": server, "tool": tool,
-                       "args": _plain(args, "args")})
+                       "args": _plain(args, "args"), "line": _user_line()})
 
     def call_tools(self, calls):
         """Run several calls concurrently on the host: [(server, tool, args), ...] -> results
@@ -276,7 +284,7 @@ class _Mcp:
             if not isinstance(args, dict):
                 raise TypeError("mcp.call_tools: args must be a dict")
             batch.append([server, tool, _plain(args, "args")])
-        return _frame({"op": "calls", "calls": batch})
+        return _frame({"op": "calls", "calls": batch, "line": _user_line()})
 
     def list_tools(self, server=None):
         """{server: [{name, description, inputSchema}, ...]} for one server or all."""

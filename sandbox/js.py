@@ -343,7 +343,7 @@ class _JsRun:
             return
         kind, rid = op.get("op"), op.get("id")
         if kind == "call":
-            self.bridge.call(rid, op.get("server"), op.get("tool"), op.get("args"))
+            self.bridge.call(rid, op.get("server"), op.get("tool"), op.get("args"), line=op.get("line"))
         elif kind == "list":
             self.bridge.list(rid, op.get("server"))
         elif kind == "timer":

@@ -85,6 +85,8 @@ function request(op) {
   // the caller's stack, so a failure is placed at the user's line, not in this file
   const site = new ErrorCtor().stack;
   bare(op);
+  const at = /eval_script:(\d+)/.exec(site); // the user's innermost frame: where a person is shown it came from
+  if (at !== null) op.line = +at[1];
   return new Promise((resolve, reject) => {
     const id = nextId++;
     op.id = id;

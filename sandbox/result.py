@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -23,6 +24,19 @@ ListTools = Callable[[str | None], Awaitable[dict]]
 
 OnConsole = Callable[[str, str], None]
 """(level, text), called as each console line is produced."""
+
+CALL_LINE: ContextVar[int | None] = ContextVar("sandbox_call_line", default=None)
+"""The line of the user's script that made the tool call `call_tool` is running (None when it is
+not known): set by the sandbox in the call's own task, so a host that shows the call to a person
+(an approval) can say where in the script it comes from. The guest says it, so it is a hint for
+people, never a fact to decide on."""
+
+MAX_LINE = 10_000_000
+
+
+def call_line(value: Any) -> int | None:
+    """A line number as the guest gave it, when it is one (1 to MAX_LINE), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_LINE else None
 
 ErrorKind = Literal[
     "syntax", "thrown", "timeout", "memory", "output", "call_budget", "bridge", "internal"

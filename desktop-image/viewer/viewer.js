@@ -197,7 +197,7 @@ function shown(e, live) {
     if (live) setTimeout(() => { $('banner').style.display = 'none'; }, 1500);
   } else if (e.kind === 'call') {
     const li = document.createElement('li');
-    li.textContent = `${e.seq}. ${e.server}.${e.tool} ${e.step} …`;
+    li.textContent = `${e.seq}. ${e.server}.${e.tool} ${e.step}${e.line ? ` (line ${e.line})` : ''} …`;
     steps.set(`${e.run}/${e.seq}`, li);
     $('steps').prepend(li);
     while ($('steps').children.length > 12) $('steps').lastChild.remove();
@@ -244,11 +244,40 @@ function showApproval() {
   $('approvaltool').textContent = `${r.server}.${r.tool}`;
   $('approvalrule').textContent = r.rule;
   $('approvalstep').textContent = r.step;
-  $('approvalfiles').textContent = r.files && r.files.length ? `bound to the files: ${r.files.join(', ')}` : '';
+  $('approvalwhere').textContent = r.line ? `from line ${r.line} of the script` : '';
+  const bound = (r.elements || []).map((e) => `${e.selector} (${e.count === null ? 'not readable here' : e.count
+    ? `${e.tag} "${e.text || ''}"` : 'not on the page'})`);
+  $('approvalfiles').textContent = r.files && r.files.length ? `bound to the files: ${r.files.join(', ')}`
+    : bound.length ? `bound to the elements: ${bound.join(', ')}` : '';
   $('approvalargs').textContent = r.arguments;
+  showTarget(r);
   $('approval').dataset.id = first.id;
   $('approval').style.display = 'block';
   if (showAim) aim(r.points || []);
+}
+
+// The screenshot taken when the call was asked about, its targets boxed: a desktop batch's points
+// (screen pixels, the shot's origin at preview.left/top), a browser batch's elements (page pixels).
+function showTarget(r) {
+  const shot = $('approvalshot');
+  for (const mark of shot.querySelectorAll('.mark')) mark.remove();
+  if (!r.preview || !r.preview.image) { shot.style.display = 'none'; return; }
+  const img = $('approvalimg');
+  const boxes = r.preview.space === 'screen'
+    ? (r.points || []).map((p) => [p.x - r.preview.left - 16, p.y - r.preview.top - 16, 32, 32])
+    : (r.elements || []).filter((e) => e.box).map((e) => e.box);
+  img.onload = () => {
+    const scale = img.clientWidth / img.naturalWidth;
+    for (const [x, y, w, h] of boxes) {
+      const mark = document.createElement('div');
+      mark.className = 'mark';
+      Object.assign(mark.style, { left: `${x * scale}px`, top: `${y * scale}px`,
+                                  width: `${Math.max(w * scale, 4)}px`, height: `${Math.max(h * scale, 4)}px` });
+      shot.append(mark);
+    }
+  };
+  img.src = `data:image/png;base64,${r.preview.image}`;
+  shot.style.display = 'block';
 }
 
 function answer(answerWord) {

@@ -23,7 +23,8 @@ from tests.desktop.conftest import wait_until
 from tests.fixtures.runtime import start_runtime, write_test_server_config
 
 VETO_SECONDS = 3  # this module's runtime holds each pointer batch that long while a person watches
-POLICY = {"rules": {"exec.exec": "ask", "browser.desktop_execute.mouse.click": "ask"}, "askTimeoutSeconds": 90}
+POLICY = {"rules": {"exec.exec": "ask", "browser.desktop_execute.mouse.click": "ask",
+                    "browser.browser_execute.click": "ask"}, "askTimeoutSeconds": 90}
 
 
 @pytest.fixture(scope="module")
@@ -112,6 +113,16 @@ def test_the_viewer_marks_the_agents_target_and_shows_its_steps(overseen, watchi
                       timeout_seconds=120)
     _asked(page, "browser.desktop_execute")
     assert page.inner_text("#approvalstep") == "mouse.click"
+    assert page.inner_text("#approvalwhere") == "from line 1 of the script"
+    # the screen around the target as it was when asked, the target boxed on it
+    page.wait_for_function("document.querySelector('#approvalimg').naturalWidth > 0", timeout=10000)
+    assert page.evaluate("[approvalimg.naturalWidth, approvalimg.naturalHeight]") == [480, 300]
+    mark, img = page.locator("#approvalshot .mark"), page.locator("#approvalimg").bounding_box()
+    assert mark.count() == 1
+    scale = img["width"] / 480
+    center = mark.bounding_box()
+    assert abs(center["x"] + center["width"] / 2 - (img["x"] + 240 * scale)) <= 3  # (400, 300) is the shot's centre
+    assert abs(center["y"] + center["height"] / 2 - (img["y"] + 150 * scale)) <= 3
     # the agent's pointer: a box on the target, on the screen as the viewer shows it
     aim = page.locator(".aim")
     assert aim.count() == 1 and "mouse.click" in aim.inner_text()
@@ -131,6 +142,41 @@ def test_the_viewer_marks_the_agents_target_and_shows_its_steps(overseen, watchi
                            timeout=10000)
     assert "ended ok" in page.inner_text("#run")
     page.wait_for_selector(".aim", state="detached", timeout=10000)
+
+
+def test_a_browser_click_is_bound_to_its_element_as_the_person_saw_it(overseen, watching) -> None:
+    """The dialog shows the element a browser click targets, boxed on the tab's screenshot; the
+    element changed after it was shown fails the click with approval_stale, unchanged it lands."""
+    page, pool = watching
+    tab = f"approval-{secrets.token_hex(3)}"
+    html = '<body style="margin:0"><button id="go" style="position:absolute;left:40px;top:60px;width:120px;height:40px">Go</button>'
+    opened = overseen.run_js(f'JSON.stringify(await tools.browser.browser_execute({{tab: "{tab}", operations: '
+                             f'[{{type: "setContent", params: {{html: {json.dumps(html)}}}}}]}}))')
+    assert not opened.is_error, opened.text
+    click = (f'const r = await mcp.callTool("browser", "browser_execute", {{tab: "{tab}", operations: '
+             '[{type: "click", params: {selector: "#go"}}]}); JSON.stringify(r.structuredContent)')
+
+    run = pool.submit(overseen.run_js, click, timeout_seconds=120)
+    _asked(page, "browser.browser_execute")
+    assert page.inner_text("#approvalfiles") == 'bound to the elements: #go (button "Go")'
+    page.wait_for_function("document.querySelector('#approvalimg').naturalWidth > 0", timeout=10000)
+    mark, img = page.locator("#approvalshot .mark").bounding_box(), page.locator("#approvalimg").bounding_box()
+    scale = img["width"] / page.evaluate("approvalimg.naturalWidth")
+    assert abs(mark["x"] - (img["x"] + 40 * scale)) <= 3 and abs(mark["y"] - (img["y"] + 60 * scale)) <= 3
+    changed = overseen.run_js(f'(await tools.browser.browser_execute({{tab: "{tab}", operations: [{{type: "evaluate", '
+                              'params: {script: "document.querySelector('#go').textContent = 'Delete all'"}}]})).url')
+    assert not changed.is_error, changed.text
+    page.click("#approve")
+    answer = json.loads(run.result(timeout=120).text)
+    assert answer["error"]["kind"] == "approval_stale", answer
+    assert "the element '#go' changed after it was shown (its text)" in answer["error"]["message"]
+
+    run = pool.submit(overseen.run_js, click, timeout_seconds=120)
+    _asked(page, "browser.browser_execute")
+    assert page.inner_text("#approvalfiles") == 'bound to the elements: #go (button "Delete all")'
+    page.click("#approve")
+    answer = json.loads(run.result(timeout=120).text)
+    assert answer["results"][0]["result"]["clicked"] == "#go", answer
 
 
 def test_a_persons_input_in_the_veto_window_cancels_the_agents_step(overseen, watching) -> None:

@@ -121,6 +121,9 @@ async def test_ask_waits_for_the_answer_and_runs_exactly_what_was_shown(tmp_path
     assert all(e["seq"] == 1 and e["detail"]["rule"] == "test.echo" for e in approvals)
     assert len(questions) == 3
     assert all("test.echo" in q and '"text": "rm -rf ~"' in q and "rule 'test.echo'" in q for q in questions)
+    # the person is told where in the script the call comes from, and so is the timeline
+    assert all("asks from line 1 of its script" in q for q in questions)
+    assert {e["detail"]["line"] for e in entries if e["kind"] == "call" and e["tool"] == "echo"} == {1}
 
 
 async def test_the_descriptions_tell_the_model_what_the_policy_refuses_or_asks(tmp_path) -> None:
