@@ -145,10 +145,10 @@ _READ_ELEMENTS = """(() => {
     try { all = document.querySelectorAll(selector); } catch (e) { return {selector, count: null, tag: "unreadable"}; }
     const el = all[0];
     if (!el) return {selector, count: 0};
-    const r = el.getBoundingClientRect();
+    const r = el.getBoundingClientRect(), z = devicePixelRatio || 1;  // the box in screenshot pixels
     return {selector, count: all.length, tag: el.tagName.toLowerCase(),
             text: String(el.innerText || el.value || el.getAttribute("aria-label") || "").slice(0, 200),
-            box: [Math.round(r.x), Math.round(r.y), Math.round(r.width), Math.round(r.height)],
+            box: [r.x, r.y, r.width, r.height].map((n) => Math.round(n * z)),
             markup: hash(el.outerHTML)};
   })};
 })()"""

@@ -41,7 +41,7 @@ from sandbox import _jsinterrupt, _jsmodule
 
 logger = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2
 """Bumped whenever what an image holds, or how it is read, changes."""
 _PAGE = 65536
 

@@ -31,8 +31,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import ctypes
 import wasmtime
 from quickjs_rs import _engine
+from wasmtime import _ffi
+from wasmtime._func import enter_wasm
 
 from sandbox import _jsinterrupt
 from sandbox._jsimage import Image, from_image
@@ -55,6 +58,7 @@ _STACK_BYTES = 1 << 20  # QuickJS's own stack check (quickjs-rs's default)
 EPOCH_GRACE_SECONDS = 0.3
 """How long past its deadline a guest that does not poll its interrupt runs before it traps."""
 _MIN_MEMORY = 16 << 20  # linear memory the engine needs beyond the JS heap
+_MAX_ARGS = 4  # of a call_for_text
 
 
 @functools.cache
@@ -107,6 +111,67 @@ def _get_string(self: Any, handle: int) -> str:
 
 _engine._Instance._get_string = _get_string
 
+# ---- calls into the guest: wasmtime-py's `Func.__call__` reads the function's type again at every
+# call (a FuncType and its ValTypes made and freed, in Python): about 20 us of a ~25 us call, and a
+# run with one tool call makes 80 of them. The signature of each QuickJS export is read once here
+# and the call made with wasmtime's C API directly, as `Func.__call__` makes it.
+
+_NUMBERS = {_ffi.WASMTIME_I32.value: ("i32", int), _ffi.WASMTIME_I64.value: ("i64", int),
+            _ffi.WASMTIME_F32.value: ("f32", float), _ffi.WASMTIME_F64.value: ("f64", float)}
+_KIND_OF = {"i32": _ffi.WASMTIME_I32.value, "i64": _ffi.WASMTIME_I64.value,
+            "f32": _ffi.WASMTIME_F32.value, "f64": _ffi.WASMTIME_F64.value}
+_signatures: dict[str, tuple[tuple[int, ...], tuple[int, ...]] | None] = {}
+"""Export name -> (param kinds, result kinds), or None for a function with other than numbers
+(called the plain way). QuickJS's module and its image (`sandbox._jsimage`) export the same."""
+
+
+def _signature(fn: wasmtime.Func, store: wasmtime.Store) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    ty = fn.type(store)
+    try:
+        return tuple(_KIND_OF[str(t)] for t in ty.params), tuple(_KIND_OF[str(t)] for t in ty.results)
+    except KeyError:
+        return None
+
+
+_plain_c = _engine._Instance.c
+
+
+def _c(self: Any, name: str, *args: Any) -> Any:
+    """quickjs-rs's `_Instance.c` (call an export, this instance published as the active one for
+    the host imports' trampolines), with numbers passed and read as wasmtime's C API has them."""
+    fn = self._exports[name]
+    signature = _signatures.get(name, False)
+    if signature is False:
+        signature = _signatures[name] = _signature(fn, self.store)
+    if signature is None or len(args) != len(signature[0]):
+        return _plain_c(self, name, *args)
+    kinds, result_kinds = signature
+    params = (_ffi.wasmtime_val_t * len(args))()
+    for i, (kind, value) in enumerate(zip(kinds, args)):
+        field, python_type = _NUMBERS[kind]
+        if not isinstance(value, python_type):
+            return _plain_c(self, name, *args)  # which refuses it as wasmtime-py does
+        params[i].kind = kind
+        setattr(params[i].of, field, value)
+    results = (_ffi.wasmtime_val_t * len(result_kinds))()
+    prev = getattr(_engine._CUR, "inst", None)
+    _engine._CUR.inst = self
+    try:
+        with enter_wasm(self.store) as trap:
+            error = _ffi.wasmtime_func_call(self.store._context(), ctypes.byref(fn._func), params, len(args),
+                                            results, len(result_kinds), trap)
+            if error:
+                raise wasmtime.WasmtimeError._from_ptr(error)
+    finally:
+        _engine._CUR.inst = prev
+    if not result_kinds:
+        return None
+    values = [getattr(results[i].of, _NUMBERS[kind][0]) for i, kind in enumerate(result_kinds)]
+    return values[0] if len(values) == 1 else values
+
+
+_engine._Instance.c = _c
+
 
 def memory_cap(heap_bytes: int) -> int:
     """The wasm linear memory allowed a VM whose JS heap is `heap_bytes`: three times the heap
@@ -123,10 +188,14 @@ class GuestVm:
         self._deadline = math.inf
         self.memory_cap = memory_cap(heap_bytes)
         self.closed = False
-        self._rt = _engine.QjsRuntime(memory_limit=heap_bytes, stack_limit=_STACK_BYTES)
+        self._slots = 0  # call_for_text's argument slots and answer, in guest memory
+        self._undefined = 0
+        self._numbers: dict[int, int] = {}  # number -> its handle, made once
         if image is None:
+            self._rt = _engine.QjsRuntime(memory_limit=heap_bytes, stack_limit=_STACK_BYTES)
             self._ctx = _engine.QjsContext(self._rt)
-        else:
+        else:  # the boot set the limits (an image is made for one heap limit): they are in its memory
+            self._rt = _engine.QjsRuntime()
             with from_image(image):
                 self._ctx = _engine.QjsContext(self._rt)
         inst = self._ctx._inst
@@ -142,6 +211,9 @@ class GuestVm:
             else:  # what the boot did, already in the image's memory; the host's side of it
                 inst.name_to_fn_id.update(image.host_names)
                 self._well_formed = self.adopt(image.handles["well_formed"])
+                self._slots, self._undefined = image.handles["call_slots"], image.handles["undefined"]
+                self._numbers = {int(k.removeprefix("number:")): v for k, v in image.handles.items()
+                                 if k.startswith("number:")}
             inst.codedesk_well_formed = self._well_formed._require_live()
         except BaseException:
             self.close()
@@ -200,15 +272,59 @@ class GuestVm:
     def promise_result(self, handle: Any) -> Any:
         return self._ctx.promise_result(handle)
 
-    @staticmethod
-    def call(fn: Any, *args: Any) -> Any:
-        """Call a guest function (a handle) with Python strings, numbers or handles."""
-        return fn.call(*args)
+    def prepare_calls(self, numbers: tuple[int, ...]) -> dict[str, int]:
+        """Make `call_for_text`'s argument slots, `undefined` and these numbers now (a boot for an
+        image does, so every VM from it starts with them): the handles, to keep with the image."""
+        inst = self._ctx._inst
+        self._slots = inst.c("qjs_alloc", 4 * _MAX_ARGS + 4)
+        self._undefined = inst.c("new_undefined")
+        for number in numbers:
+            self._numbers[number] = inst.python_to_handle(number)
+        return {"call_slots": self._slots, "undefined": self._undefined,
+                **{f"number:{n}": h for n, h in self._numbers.items()}}
 
-    @staticmethod
-    def text(handle: Any) -> str:
-        value = handle.to_python()
-        return value if isinstance(value, str) else ""
+    def call_for_text(self, fn: Any, *args: int | str | Any) -> str:
+        """Call a guest function of the API (`step`, `deliver`) with whole numbers, strings or
+        handles, and read its answer as text ("" when it is not a string). As `fn.call(*args)` and
+        `text()` do, but with the VM's argument slots, `undefined` and numbers made once: through
+        quickjs-rs's marshalling one such call is a dozen calls into the guest, here it is one,
+        and one more for each string passed and for the answer."""
+        inst = self._ctx._inst
+        if self._slots == 0:
+            self.prepare_calls(())  # freed with the store
+        if len(args) > _MAX_ARGS:
+            raise ValueError(f"at most {_MAX_ARGS} arguments")
+        handles, made = [], []
+        try:
+            for arg in args:
+                if isinstance(arg, str):
+                    made.append(inst.python_to_handle(arg))
+                    handles.append(made[-1])
+                elif isinstance(arg, int) and not isinstance(arg, bool):
+                    number = self._numbers.get(arg)
+                    if number is None:
+                        number = self._numbers[arg] = inst.python_to_handle(arg)
+                    handles.append(number)
+                else:
+                    handles.append(arg._require_live())
+            argv, out = self._slots, self._slots + 4 * _MAX_ARGS
+            if handles:
+                inst.mem.write(inst.store, struct.pack(f"<{len(handles)}i", *handles), argv)
+            status = inst.c("call_function", fn._require_live(), self._undefined, argv, len(handles), out)
+        finally:
+            for handle in made:
+                inst.c("free_value", handle)
+        if status == _engine.STATUS_JS_ERROR:
+            raise inst.take_exception()
+        if status != _engine.STATUS_OK:
+            raise JSError("Error", f"call status={status}", None)
+        answer = inst.read_i32(out)
+        try:
+            return inst._get_string(answer)
+        except _engine.MarshalError:
+            return ""  # not a string
+        finally:
+            inst.c("free_value", answer)
 
     @staticmethod
     def dispose(*handles: Any) -> None:
@@ -236,9 +352,5 @@ class GuestVm:
         self.closed = True
         self._flag.retire()
         self._ctx._inst.codedesk_well_formed = None
-        try:
-            self.dispose(getattr(self, "_well_formed", None))
-        except GUEST_FAILURES:
-            pass  # a VM that cannot run any more: closing it is all that is left
-        self._ctx.close()
+        self._ctx.close()  # frees the store, and every value in it: no handle needs freeing first
         self._rt.close()

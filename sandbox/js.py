@@ -70,7 +70,6 @@ _POOL_SIZE = 3  # ready VMs kept for the default heap limit
 _DEFAULT_HEAP_MB = JsLimits().heap_memory_max_mb
 _SWITCH_INTERVAL_SECONDS = 0.0005  # see JsEngine.__init__
 _MAX_RUN_THREADS = 64  # runs computing at once before they share threads
-_PLAIN_TYPES = ("number", "boolean", "null", "undefined")
 _FLUSH_SECONDS = 0.25  # after a timeout, for the guest to hand over its last console lines
 
 
@@ -221,9 +220,6 @@ class _Vm:
             return "full" if run.console.truncated else ""
         if op == "limits":
             return run.limits.max_output_bytes
-        if op == "mark":
-            run.touched = True
-            return ""
         if op == "count":
             return len(str(a).encode("utf-8", "replace"))
         if op == "artifact":
@@ -236,13 +232,7 @@ class _Vm:
 
     def close(self) -> None:
         self.run = None
-        try:
-            if not self.dead:
-                GuestVm.dispose(self.step_fn, self.deliver_fn)
-        except GUEST_FAILURES:
-            pass  # a VM that cannot run any more: closing it is all that is left
-        finally:
-            self.guest.close()
+        self.guest.close()  # its handles go with its store
 
 
 def image_ready() -> bool:
@@ -255,8 +245,10 @@ def _boot_for_image() -> tuple[GuestVm, dict[str, int]]:
     """A VM booted the plain way, and the handles its image keeps."""
     vm = _Vm(_DEFAULT_HEAP_MB, boot=True)
     assert vm.step_fn is not None and vm.deliver_fn is not None
+    # what every step passes: its kinds (0 to 3), a 0, the default output limit
+    calls = vm.guest.prepare_calls((0, 1, 2, 3, JsLimits().max_output_bytes))
     return vm.guest, {"step": vm.step_fn._require_live(), "deliver": vm.deliver_fn._require_live(),
-                      "well_formed": vm.guest.well_formed_handle}
+                      "well_formed": vm.guest.well_formed_handle, **calls}
 
 
 @dataclass
@@ -281,7 +273,6 @@ class _JsRun:
         self.artifacts = ArtifactBox(limits.max_artifacts, limits.max_artifact_bytes)
         self.bridge = bridge
         self.uncaught: RunError | None = None
-        self.touched = False  # the script used calls, timers or the console
         self.abandoned = False
         self.deadline = 0.0
         self.vm: _Vm | None = None
@@ -397,7 +388,7 @@ class _JsRun:
         vm = self.vm
         assert vm is not None
         try:
-            GuestVm.dispose(GuestVm.call(vm.deliver_fn, events))
+            vm.guest.call_for_text(vm.deliver_fn, events)
             return self._settle()
         except GUEST_FAILURES as exc:
             return self._failed(exc)
@@ -422,11 +413,6 @@ class _JsRun:
         if time.monotonic() >= self.deadline:
             return self._timed_out()
         kind, value = 1, self._top
-        if not self._is_promise and not self.touched and value.type_of in _PLAIN_TYPES:
-            # A plain value and nothing else to collect: read it without running guest code.
-            plain = value.to_python()
-            if not (isinstance(plain, float) and not math.isfinite(plain)):
-                return _Step(done=True, value=plain)
         if self._is_promise:
             if self._envelope is not None:
                 kind, value = 2, self._envelope
@@ -439,11 +425,9 @@ class _JsRun:
                     kind, value = 3, guest.promise_result(self._top)
                 else:
                     kind, value = 0, 0
-        reply = guest.call(vm.step_fn, kind, value, self.limits.max_output_bytes)
         try:
-            text = guest.text(reply)
+            text = guest.call_for_text(vm.step_fn, kind, value, self.limits.max_output_bytes)
         finally:
-            guest.dispose(reply)
             if kind == 3:
                 guest.dispose(value)
         return self._read_step(json.loads(text))
@@ -511,11 +495,7 @@ class _JsRun:
             return
         vm.guest.deadline = time.monotonic() + _FLUSH_SECONDS
         try:
-            reply = GuestVm.call(vm.step_fn, 0, 0, self.limits.max_output_bytes)
-            try:
-                out = json.loads(GuestVm.text(reply))
-            finally:
-                GuestVm.dispose(reply)
+            out = json.loads(vm.guest.call_for_text(vm.step_fn, 0, 0, self.limits.max_output_bytes))
             if not isinstance(out, dict):
                 return  # the script broke JSON.stringify (see _read_step): nothing to take
             for level, text in out.get("console", ()):
@@ -531,11 +511,7 @@ class _JsRun:
         vm, self.vm = self.vm, None
         if vm is None:
             return
-        try:
-            GuestVm.dispose(self._envelope, self._top)
-        except GUEST_FAILURES:
-            pass
-        self._envelope = self._top = None
+        self._envelope = self._top = None  # freed with the VM's store
         vm.close()
 
 

@@ -14,8 +14,6 @@
 //                     limit is reached), "artifact" (JSON; returns "" or why not), "uncaught"
 //                     (a JSON {name, message, stack}: thrown where nobody can catch it),
 //                     "limits" (returns max_output_bytes), "count" (a string's UTF-8 length),
-//                     "mark" (once: the run used calls, timers or the console, so the host asks
-//                     `step` for its outcome rather than reading a plain value directly),
 //                     "seed" (four random 32-bit numbers, comma-separated, for Math.random)
 "use strict";
 const g = globalThis;
@@ -36,6 +34,8 @@ const arrayFrom = Array.from;
 const apply = Reflect.apply;
 const toWellFormed = String.prototype.toWellFormed;
 const setPrototypeOf = Object.setPrototypeOf;
+const regexExec = RegExp.prototype.exec;
+const USER_LINE = /eval_script:(\d+)/;
 
 // What goes to the host is built of objects and arrays with no prototype: a script's
 // Object.prototype.toJSON (or an accessor it puts there) must not change what the host reads.
@@ -72,20 +72,13 @@ let queue = []; // requests not yet handed to the host
 const pending = new MapCtor(); // id -> {resolve, reject, site} | {timer: true, fn, args, interval, ms}
 let outstanding = 0; // calls, listings and armed timers not yet completed
 
-let marked = false;
-function mark() {
-  if (!marked) {
-    marked = true;
-    host("mark");
-  }
-}
-
 function request(op) {
-  mark();
   // the caller's stack, so a failure is placed at the user's line, not in this file
   const site = new ErrorCtor().stack;
   bare(op);
-  const at = /eval_script:(\d+)/.exec(site); // the user's innermost frame: where a person is shown it came from
+  // the user's innermost frame: the line a person is shown the call came from (a hint: a script
+  // may shape its own stacks, e.g. with Error.prepareStackTrace, so only a plain string is read)
+  const at = typeof site === "string" ? apply(regexExec, USER_LINE, [site]) : null;
   if (at !== null) op.line = +at[1];
   return new Promise((resolve, reject) => {
     const id = nextId++;
@@ -245,7 +238,6 @@ function fire(id, entry) {
 
 function addTimer(fn, ms, args, interval) {
   if (typeof fn !== "function") throw new TypeError("the timer callback must be a function");
-  mark();
   ms = Number(ms);
   if (!(ms >= 0)) ms = 0;
   const id = nextId++;
@@ -380,7 +372,6 @@ function flushConsole() {
 const consoleObj = {};
 for (const level of ["log", "info", "warn", "error", "debug"]) {
   consoleObj[level] = (...args) => {
-    mark();
     if (!outputCap) outputCap = Number(host("limits")) || 1;
     let text = "";
     for (let i = 0; i < args.length; i++) {
