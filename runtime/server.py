@@ -11,10 +11,10 @@ session.
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import json
 import logging
-import math
 import sys
 import threading
 import time
@@ -379,17 +379,18 @@ class _ConsoleForwarder:
     """Console lines of one run, sent to the client as MCP log notifications while it runs (lines
     that queue up while one is sent go together, joined by newlines).
 
-    The engine calls `__call__` synchronously (possibly from a worker thread); lines are queued
-    and `pump`, a task the handler starts with the run, sends them in order. (Started from a
-    task, not from the loop callback a line arrives in: anyio cannot tell which library runs a
-    bare callback when sniffio is installed.)
+    The engine calls `__call__` synchronously (possibly from a worker thread); lines are queued,
+    and the first one starts `pump`, a task of the loop's that sends them in order (a run that
+    prints nothing costs no stream and no task). `finish` waits for the lines queued to be sent.
     """
 
     def __init__(self, session: Any, request_id: Any, logger_name: str) -> None:
         self._session = session
         self._request_id = request_id
         self._logger_name = logger_name
-        self._send, self._receive = anyio.create_memory_object_stream[tuple[str, str]](math.inf)
+        self._lines: collections.deque[tuple[str, str]] = collections.deque()
+        self._more = asyncio.Event()
+        self._pump: asyncio.Task[None] | None = None
         self._closed = False
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
@@ -401,34 +402,47 @@ class _ConsoleForwarder:
             self._loop.call_soon_threadsafe(self._queue, level, text)
 
     def _queue(self, level: str, text: str) -> None:
-        if not self._closed:  # else a line that arrived after the run ended
-            self._send.send_nowait((level, text))
+        if self._closed:
+            return  # a line that arrived after the run ended
+        self._lines.append((level, text))
+        self._more.set()
+        if self._pump is None:
+            self._pump = self._loop.create_task(self.pump())
 
-    def close(self) -> None:
-        """No more lines; `pump` ends once those queued are sent."""
+    async def finish(self) -> None:
+        """No more lines: wait until those queued are sent (cancelled with the handler, it stops)."""
         self._closed = True
-        self._send.close()
+        self._more.set()
+        if self._pump is not None:
+            try:
+                await asyncio.shield(self._pump)
+            except asyncio.CancelledError:
+                self._pump.cancel()
+                raise
 
     async def pump(self) -> None:
-        async with self._receive:
-            async for level, text in self._receive:
-                # Lines that queued up while the last notification was sent go together, one
-                # notification per run of a level: a flood costs a few messages, not one a line
-                # (600 one-line notifications of two runs at once held a third run's answer).
-                level = CONSOLE_LOG_LEVELS.get(level, "info")
-                texts, size = [text], len(text)
-                while size < NOTIFY_CHARS:
-                    try:
-                        more_level, more = self._receive.receive_nowait()
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                    more_level = CONSOLE_LOG_LEVELS.get(more_level, "info")
-                    if more_level != level:
-                        await self._notify(level, "\n".join(texts))
-                        level, texts, size = more_level, [], 0
-                    texts.append(more)
-                    size += len(more) + 1
-                await self._notify(level, "\n".join(texts))
+        while True:
+            if not self._lines:
+                if self._closed:
+                    return
+                self._more.clear()
+                await self._more.wait()
+                continue
+            # Lines that queued up while the last notification was sent go together, one
+            # notification per run of a level: a flood costs a few messages, not one a line
+            # (600 one-line notifications of two runs at once held a third run's answer).
+            level, text = self._lines.popleft()
+            level = CONSOLE_LOG_LEVELS.get(level, "info")
+            texts, size = [text], len(text)
+            while size < NOTIFY_CHARS and self._lines:
+                more_level, more = self._lines.popleft()
+                more_level = CONSOLE_LOG_LEVELS.get(more_level, "info")
+                if more_level != level:
+                    await self._notify(level, "\n".join(texts))
+                    level, texts, size = more_level, [], 0
+                texts.append(more)
+                size += len(more) + 1
+            await self._notify(level, "\n".join(texts))
 
     async def _notify(self, level: types.LoggingLevel, text: str) -> None:
         try:
@@ -438,16 +452,16 @@ class _ConsoleForwarder:
             logger.debug("console notification dropped: %r", exc)
 
 
-async def _report_progress(session: Any, timeout: float, started: float, scope: anyio.CancelScope) -> None:
-    with scope:
-        while True:
-            await anyio.sleep(PROGRESS_INTERVAL_SECONDS)
-            elapsed = time.monotonic() - started
-            try:
-                await session.report_progress(elapsed, total=timeout, message=f"running for {elapsed:.0f} s")
-            except Exception as exc:
-                logger.debug("progress notification dropped: %r", exc)
-                return
+async def _report_progress(session: Any, timeout: float, started: float) -> None:
+    """Progress notifications while a run goes (a task the handler cancels when the run ends)."""
+    while True:
+        await asyncio.sleep(PROGRESS_INTERVAL_SECONDS)
+        elapsed = time.monotonic() - started
+        try:
+            await session.report_progress(elapsed, total=timeout, message=f"running for {elapsed:.0f} s")
+        except Exception as exc:
+            logger.debug("progress notification dropped: %r", exc)
+            return
 
 
 def build_server(runtime: Runtime) -> Server[Any]:
@@ -463,24 +477,20 @@ def build_server(runtime: Runtime) -> Server[Any]:
             return error_result(f"unknown tool {params.name!r}; this server offers run_js and run_py")
         language = "js" if params.name == "run_js" else "py"
         arguments = params.arguments if params.arguments is not None else {}
-        ticker = anyio.CancelScope()
-        result: types.CallToolResult | None = None
-        # The task group outlives the run until its console lines are all sent.
-        async with anyio.create_task_group() as tasks:
-            forwarder = _ConsoleForwarder(ctx.session, ctx.request_id, params.name)
-            tasks.start_soon(forwarder.pump)
-            if _progress_token(ctx.params) is not None:
-                timeout = arguments.get("timeout_seconds") if isinstance(arguments, dict) else None
-                given = isinstance(timeout, int | float) and not isinstance(timeout, bool)
-                total = float(timeout) if given else float(TIMEOUT_SECONDS_RANGE[1])
-                tasks.start_soon(_report_progress, ctx.session, total, time.monotonic(), ticker)
-            try:
-                result = await runtime.run(language, arguments, on_console=forwarder,
-                                           ask=_asker(ctx, runtime.policy.ask_timeout_seconds))
-            finally:
+        forwarder = _ConsoleForwarder(ctx.session, ctx.request_id, params.name)
+        ticker = None
+        if _progress_token(ctx.params) is not None:
+            timeout = arguments.get("timeout_seconds") if isinstance(arguments, dict) else None
+            given = isinstance(timeout, int | float) and not isinstance(timeout, bool)
+            total = float(timeout) if given else float(TIMEOUT_SECONDS_RANGE[1])
+            ticker = asyncio.get_running_loop().create_task(_report_progress(ctx.session, total, time.monotonic()))
+        try:
+            result = await runtime.run(language, arguments, on_console=forwarder,
+                                       ask=_asker(ctx, runtime.policy.ask_timeout_seconds))
+        finally:
+            if ticker is not None:
                 ticker.cancel()
-                forwarder.close()
-        assert result is not None
+            await forwarder.finish()  # the answer goes after the run's console lines
         return result
 
     server = Server(

@@ -30,6 +30,7 @@ import wasmtime
 from quickjs_rs import _wasmtime as shared
 from wasmtime import _ffi
 from wasmtime._extern import wrap_extern
+from wasmtime._func import enter_wasm
 
 _POLL_WAT = """(module
   (memory (export "flag") 1 1)
@@ -107,20 +108,37 @@ def _ring() -> None:
 
 def instantiate(artifact: shared.SharedWasmArtifact, store: wasmtime.Store) -> tuple[wasmtime.Instance, Flag]:
     """Instantiate `artifact`'s QuickJS module in `store` with its linker's imports, except the
-    interrupt poll: the `poll` of a new flag instance in the same store."""
+    interrupt poll: the `poll` of a new flag instance in the same store. (Through wasmtime's C
+    API as `wasmtime.Instance` and `Linker.get` do, without wrapping each import in Python.)"""
     global _poll_module
     if _poll_module is None:
         _poll_module = wasmtime.Module(shared.shared_wasmtime_engine(), _POLL_WAT)
     names = _import_names.get(id(artifact.module))
     if names is None:
-        names = [(item.module, item.name) for item in artifact.module.imports]
+        names = [(item.module.encode(), item.name.encode()) for item in artifact.module.imports]
         _import_names[id(artifact.module)] = names
         _kept.append(artifact.module)  # the id stays this module's
-    poll = wasmtime.Instance(store, _poll_module, [])
-    exports = poll.exports(store)
-    imports = [exports["poll"] if name == ("env", "host_interrupt") else artifact.linker.get(store, *name)
-               for name in names]
-    return _LazyInstance(store, artifact.module, imports), Flag(store, exports["flag"])
+    poll = _new_instance(store, _poll_module, (_ffi.wasmtime_extern_t * 0)())
+    poll_exports = poll.exports(store)
+    imports = (_ffi.wasmtime_extern_t * len(names))()
+    context, linker = store._context(), artifact.linker.ptr()
+    for i, (module, name) in enumerate(names):
+        if (module, name) == (b"env", b"host_interrupt"):
+            imports[i] = poll_exports["poll"]._as_extern()
+        elif not _ffi.wasmtime_linker_get(linker, context, module, len(module), name, len(name),
+                                          ctypes.byref(imports[i])):
+            raise wasmtime.WasmtimeError(f"item not defined in linker: {module.decode()}.{name.decode()}")
+    return _new_instance(store, artifact.module, imports), Flag(store, poll_exports["flag"])
+
+
+def _new_instance(store: wasmtime.Store, module: wasmtime.Module, imports: ctypes.Array) -> _LazyInstance:
+    raw = _ffi.wasmtime_instance_t()
+    with enter_wasm(store) as trap:
+        error = _ffi.wasmtime_instance_new(store._context(), module.ptr(), imports, len(imports),
+                                           ctypes.byref(raw), trap)
+        if error:
+            raise wasmtime.WasmtimeError._from_ptr(error)
+    return _LazyInstance._from_raw(raw)  # type: ignore[return-value]
 
 
 class _LazyExports(dict):
