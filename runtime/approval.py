@@ -165,9 +165,13 @@ async def _page_elements(call: CallTool, server: str, args: dict[str, Any], sele
     structured = result.get("structuredContent") if isinstance(result, dict) else None
     steps_done = structured.get("results") if isinstance(structured, dict) else None
     read = steps_done[0].get("result") if isinstance(steps_done, list) and steps_done else None
-    if result.get("isError") or not isinstance(read, dict):
-        return {"url": "unreadable", "elements": [{"selector": s, "count": None, "tag": "unreadable"} for s in selectors]}
-    state: dict[str, Any] = {"url": read.get("url"), "elements": read.get("elements") or []}
+    state: dict[str, Any] = {}
+    if selectors:  # bound to the page they are on, and to themselves
+        if result.get("isError") or not isinstance(read, dict):
+            state = {"url": "unreadable", "elements": [{"selector": s, "count": None, "tag": "unreadable"}
+                                                        for s in selectors]}
+        else:
+            state = {"url": read.get("url"), "elements": read.get("elements") or []}
     images = _images(result)
     if preview and images:
         state["preview"] = {"image": images[0], "space": "page"}

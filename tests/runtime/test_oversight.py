@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from runtime.approval import ApprovalRequest, changed, read_target
+from runtime.approval import ApprovalRequest, changed, element_targets, read_target
 from runtime.desktop.oversight import OversightRelay
 from runtime.desktop.video import VideoError
 from runtime.oversight import Oversight, VideoUnavailable
@@ -241,3 +241,21 @@ async def test_the_recorders_answers_and_refusals_reach_the_runtime_with_their_k
         with pytest.raises(VideoUnavailable, match="a script cannot stop it") as refused:
             await oversight.video("stop")
         assert refused.value.kind == "refused"
+
+
+def test_a_browser_approval_binds_the_elements_its_steps_target_before_the_page_changes() -> None:
+    batch = {"operations": [
+        {"type": "click", "params": {"ref": "ref_3"}},
+        {"type": "drag", "params": {"from": {"selector": "#a"}, "to": {"x": 5, "y": 6}}},
+        {"type": "type", "params": {"selector": "#a", "text": "x"}},  # named once
+        {"type": "navigate", "params": {"url": "http://x/"}},
+        {"type": "click", "params": {"selector": "#on-the-next-page"}},  # not there yet: not bound
+    ]}
+    assert element_targets(batch) == ['[data-codedesk-ref="ref_3"]', "#a"]
+    shown = {"url": "http://x/", "elements": [{"selector": "#a", "count": 1, "tag": "button", "text": "Go"}]}
+    assert changed(shown, shown) is None
+    assert changed(shown, {**shown, "elements": [{**shown["elements"][0], "text": "Delete"}]}) == \
+        "the element '#a' changed after it was shown (its text)"
+    assert changed(shown, {**shown, "url": "http://y/"}) == "the tab went from http://x/ to http://y/ after it was shown"
+    # what a person is shown is not what binds: a screenshot alone never makes a call stale
+    assert changed({"preview": {"image": "AAAA"}}, {}) is None
