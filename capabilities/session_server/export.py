@@ -83,7 +83,9 @@ def html_report(reader: TimelineReader, entries: list[dict[str, Any]], title: st
             f"<span class='tool'>{html.escape(entry.get('server', ''))}.{html.escape(entry.get('tool', ''))}</span> "
             f"<span class='status'>{html.escape(status)}</span> <span class='time'>{entry['iso_time']}"
             f"{' · %.0f ms' % entry['duration_ms'] if entry.get('duration_ms') is not None else ''}"
-            f" · controls: {html.escape(entry.get('controls', ''))}</span></div>"
+            f" · controls: {html.escape(entry.get('controls', ''))}"
+            f"{' · line %d of the script' % entry['detail']['line'] if isinstance((entry.get('detail') or {}).get('line'), int) else ''}"
+            f"</span></div>"
             f"<pre class='args'>{html.escape(json.dumps(entry.get('arguments'), ensure_ascii=False, indent=1))}</pre>"
             f"{error}<pre class='summary'>{html.escape(entry.get('summary', ''))}</pre>{''.join(shots)}</div>")
     parts.append("</body></html>")

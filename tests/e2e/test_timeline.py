@@ -111,6 +111,8 @@ JSON.stringify(1)
     assert servers[0] == "browser" and servers[-1] == "documents" and set(servers[1:-1]) == {"exec"}
     assert all(c["status"] == "ok" and c["controls"] == "agent" for c in calls), calls
     assert entries[-1]["detail"]["outcome"] == "ok"
+    # each call says the script's line that made it
+    assert (calls[0]["detail"]["line"], calls[1]["detail"]["line"], calls[-1]["detail"]["line"]) == (2, 4, 7)
     shots = calls[0]["screenshots"]
     assert shots and (Path(desktop_session.data_dir) / "timeline" / shots[0]).stat().st_size > 1000
 
@@ -123,6 +125,7 @@ JSON.stringify(1)
         page.goto(Path(exported["path"]).as_uri())
         assert page.locator(".step").count() == len(calls)
         assert page.locator(".step").nth(0).locator(".tool").inner_text() == "browser.browser_execute"
+        assert "line 2 of the script" in page.locator(".step").nth(0).locator(".time").inner_text()
         assert page.evaluate("Array.from(document.images).filter(i => i.naturalWidth > 100).length") >= 1
         page.screenshot(path=str(tmp_path / "report.png"))
         browser.close()
