@@ -81,6 +81,7 @@ class Runtime:
         self.bridge = Bridge(self.servers, on_tools_changed=self._tools_changed, local=local)
         # (language, server) -> (bridge generation, what list_for_guest answered then)
         self._guest_listings: dict[tuple[str, str | None], tuple[int, dict[str, list[dict[str, Any]]]]] = {}
+        self._listing: dict[tuple[str, str | None], asyncio.Future[Any]] = {}  # listings being made
         self._listing_cache = listing_cache if listing_cache is not None else listing_cache_module.default_path()
         self._remembered = listing_cache_module.load(self._listing_cache, self.servers)
         self._clients: dict[str, Any] = {}
@@ -233,14 +234,30 @@ class Runtime:
         cached = self._guest_listings.get(key)
         if cached is not None and cached[0] == self.bridge.generation and self.bridge.serving(server):
             return cached[1]  # a script calling listTools in a loop must not hold the event loop
-        generation = self.bridge.generation
-        listing = await self.bridge.list_tools(server)
-        render = declarations.typescript_tool if language == "js" else declarations.python_tool
-        result = {name: [{**tool, "declaration": _declaration(render, tool)} for tool in tools]
-                  for name, tools in listing.items()}
-        if self.bridge.generation == generation:  # nothing started or failed while listing
-            self._guest_listings[key] = (generation, result)
-        return result
+        # Listings asked for while one is being made wait for it: 160 listTools at once each made
+        # (and the sandbox serialized) their own half a megabyte on the loop, 1.7 s in all.
+        while (making := self._listing.get(key)) is not None:
+            try:
+                return await asyncio.shield(making)
+            except _ListingCancelled:
+                continue  # its maker's run ended first: make it here
+        making = self._listing[key] = asyncio.get_running_loop().create_future()
+        try:
+            generation = self.bridge.generation
+            listing = await self.bridge.list_tools(server)
+            render = declarations.typescript_tool if language == "js" else declarations.python_tool
+            result = {name: [{**tool, "declaration": _declaration(render, tool)} for tool in tools]
+                      for name, tools in listing.items()}
+            if self.bridge.generation == generation:  # nothing started or failed while listing
+                self._guest_listings[key] = (generation, result)
+            making.set_result(result)
+            return result
+        except BaseException as exc:
+            making.set_exception(exc if isinstance(exc, Exception) else _ListingCancelled())
+            making.exception()  # retrieved here: a listing nobody else waited for logs nothing
+            raise
+        finally:
+            del self._listing[key]
 
     async def run(
         self,
@@ -338,6 +355,10 @@ def _no_replay_within(call: Any) -> Any:
         return await call(server, tool, args)
 
     return refusing
+
+
+class _ListingCancelled(Exception):
+    """The run making a listing ended before it was made; a run waiting for it makes its own."""
 
 
 def _declaration(render: Any, tool: dict[str, Any]) -> str:

@@ -204,6 +204,12 @@ def _listing_text(listing: Any) -> _JsonText:
     return _last_listing[1]
 
 
+DELIVERY_CHARS = 8 << 20
+"""Completions handed to the guest in one step, in characters of JSON (past one, the rest wait for
+the next step): 160 listings of half a megabyte at once were one 77 MB string, more than the
+guest's memory could take, and the deadline is checked only between steps."""
+
+
 class ToolBridge:
     """The tool calls, tool listings and timers of one run.
 
@@ -361,8 +367,15 @@ class ToolBridge:
             await self._ready.wait()
         # let calls finishing in this same turn of the loop join the batch
         await asyncio.sleep(0)
-        events, self._events = self._events, []
-        self._ready.clear()
+        taken = size = 0
+        for text in self._events:  # at most DELIVERY_CHARS a step (one event at least)
+            taken += 1
+            size += len(text)
+            if size >= DELIVERY_CHARS:
+                break
+        events, self._events = self._events[:taken], self._events[taken:]
+        if not self._events:
+            self._ready.clear()
         return "[" + ",".join(events) + "]"
 
     async def close(self) -> None:

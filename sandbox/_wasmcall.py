@@ -298,8 +298,12 @@ class GuestVm:
         try:
             for arg in args:
                 if isinstance(arg, str):
-                    made.append(inst.python_to_handle(arg))
-                    handles.append(made[-1])
+                    handle = inst.python_to_handle(arg)
+                    if not handle:  # the guest could not make the string
+                        raise JSError("InternalError", f"out of memory: {len(arg) >> 20} MB of results could "
+                                                       "not be handed to the script", "")
+                    made.append(handle)
+                    handles.append(handle)
                 elif isinstance(arg, int) and not isinstance(arg, bool):
                     number = self._numbers.get(arg)
                     if number is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from pathlib import Path
@@ -120,3 +121,29 @@ async def test_a_scripts_listing_is_made_once_while_the_servers_stay_up(tmp_path
         stub = (await runtime.list_for_guest("py", "test"))["test"][0]["declaration"]
         assert "def echo(*, text: str) -> Any:" in stub
         compile(stub, "<the declaration mcp.describe gives run_py>", "exec")  # valid Python
+
+
+async def test_listings_asked_for_at_once_are_made_once(tmp_path, monkeypatch) -> None:
+    """A script's 160 listTools at once wait for one listing instead of each making its own (and
+    the sandbox serializing each): that held the shared event loop for 1.7 s, and every run of
+    the process answered late. A listing whose run was cancelled is made by the next who asks."""
+    async with Runtime({"test": TEST}, listing_cache=tmp_path / "tools.json") as runtime:
+        made = 0
+        real = runtime.bridge.list_tools
+
+        async def counted(server=None):
+            nonlocal made
+            made += 1
+            await anyio.sleep(0.05)  # long enough for every caller to arrive while it is made
+            return await real(server)
+
+        monkeypatch.setattr(runtime.bridge, "list_tools", counted)
+        answers = await asyncio.gather(*(runtime.list_for_guest("js") for _ in range(160)))
+        assert made == 1 and all(answer is answers[0] for answer in answers)
+        runtime._guest_listings.clear()  # as when a server restarts
+        first = asyncio.ensure_future(runtime.list_for_guest("js"))
+        await anyio.sleep(0.01)
+        waiting = asyncio.ensure_future(runtime.list_for_guest("js"))
+        await anyio.sleep(0.01)
+        first.cancel()  # its run ended: the one waiting makes the listing itself
+        assert "test" in await waiting and made == 3

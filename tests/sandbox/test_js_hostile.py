@@ -332,3 +332,22 @@ async def test_console_flood_streams_a_bounded_number_of_lines_live(js_engine, t
     assert result.value == "end" and len(result.console) == 5000
     assert len(seen) == STREAM_LINES + 1
     assert seen[0] == "line 0" and "not streamed live" in seen[-1]
+
+
+async def test_many_large_completions_reach_the_guest_a_step_at_a_time(js_engine):
+    """160 listings of half a megabyte asked for at once were handed over as one 77 MB string,
+    which the guest could not take ("call status=2"): at most 8 MiB go in one step now."""
+    listing = {"t": [{"name": f"tool{i}", "description": "d" * 5000, "inputSchema": {"type": "object"}}
+                     for i in range(95)]}
+
+    async def list_tools(server):
+        return listing
+
+    async def no_calls(*args):
+        raise AssertionError("no calls here")
+
+    result = await js_engine.run("let n = 0, done; const all = new Promise((r) => { done = r; }); "
+                                 "for (let i = 0; i < 160; i++) mcp.listTools().then((l) => { "
+                                 "if (l.t.length === 95 && ++n === 160) done(n); }); await all",
+                                 call_tool=no_calls, list_tools=list_tools, limits=JsLimits(timeout_seconds=20))
+    assert (result.status, result.value) == ("ok", 160), result.error
