@@ -138,7 +138,7 @@ def test_the_viewer_marks_the_agents_target_and_shows_its_steps(overseen, watchi
     assert answer["lease"]["holder"] == "agent"
     # the side panel: the run and its step, with how it went
     page.wait_for_function("document.querySelector('#steps li') && "
-                           "/browser.desktop_execute mouse.click ok/.test(document.querySelector('#steps li').textContent)",
+                           "/browser.desktop_execute mouse.click \\(line 1\\) ok/.test(document.querySelector('#steps li').textContent)",
                            timeout=10000)
     assert "ended ok" in page.inner_text("#run")
     page.wait_for_selector(".aim", state="detached", timeout=10000)
@@ -163,8 +163,9 @@ def test_a_browser_click_is_bound_to_its_element_as_the_person_saw_it(overseen, 
     mark, img = page.locator("#approvalshot .mark").bounding_box(), page.locator("#approvalimg").bounding_box()
     scale = img["width"] / page.evaluate("approvalimg.naturalWidth")
     assert abs(mark["x"] - (img["x"] + 40 * scale)) <= 3 and abs(mark["y"] - (img["y"] + 60 * scale)) <= 3
+    rename = json.dumps("document.querySelector('#go').textContent = 'Delete all'")
     changed = overseen.run_js(f'(await tools.browser.browser_execute({{tab: "{tab}", operations: [{{type: "evaluate", '
-                              'params: {script: "document.querySelector('#go').textContent = 'Delete all'"}}]})).url')
+                              f'params: {{script: {rename}}}}}]}})).url')
     assert not changed.is_error, changed.text
     page.click("#approve")
     answer = json.loads(run.result(timeout=120).text)
