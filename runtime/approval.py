@@ -35,7 +35,6 @@ from typing import Any
 
 import anyio
 
-from capabilities.exec.confinement import DEFAULT_PATH, default_cwd, desktop_identity, resolve_program
 
 CallTool = Callable[[str, str, Any], Awaitable[dict[str, Any]]]
 REGION = 32
@@ -221,6 +220,9 @@ def _images(result: Any) -> list[str]:
 
 def _exec_files(args: dict[str, Any]) -> dict[str, str]:
     """The program and the files its arguments name, found as the exec server finds them."""
+    # imported when an exec is asked about: not on the runtime's way to its first answer
+    from capabilities.exec.confinement import DEFAULT_PATH, default_cwd, desktop_identity, resolve_program
+
     who = desktop_identity()
     cwd = args.get("cwd") if isinstance(args.get("cwd"), str) else default_cwd(who)
     env = {**who.env, **(args.get("env") if isinstance(args.get("env"), dict) else {})}

@@ -88,6 +88,9 @@ class JsEngine:
         self._maker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="js-vm-maker")
         self._threads = RunThreads(_MAX_RUN_THREADS, "js-run")
         _jsmodule.load()  # the compiled guest, from the disk cache (else 0.7 s of compiling)
+        # and its pre-initialized image, here rather than first on the VM maker's thread, whose low
+        # priority made a cold start's first run wait for it behind the imports of the process
+        image_ready()
         # A guest computing in a loop calls its interrupt poll (Python, under the GIL) thousands
         # of times a second from its run thread; at Python's default 5 ms switch interval the
         # event loop and the other runs' threads then wait for the GIL in a convoy, and every
