@@ -11,8 +11,10 @@ Figures (medians):
 - cold start: spawn `codedesk serve` to the first run_js result  vs  spawn of the bare test
   server to its first echo result
 
-Budgets (DESIGN.md): run_js empty <= 1.35x bare echo; callTool adds <= 0.5 ms; 100 calls
-<= 150 ms; cold start <= 1.5 s.
+Budgets (DESIGN.md): run_js empty <= 1.2x bare echo; callTool adds <= 0.5 ms; 100 calls
+<= 150 ms; cold start <= 1.1x the bare server's. run_py here runs back to back, so each run
+waits for the interpreter made after the last (an agent's runs come seconds apart and find it
+made: bench_sandbox's "run_py empty, fresh").
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ async def main(quick: bool) -> None:
 
             echo_ms = await median_ms(bare_echo, runs)
             empty_js_ms = await median_ms(lambda: run_js(""), runs)
-            line("empty run_js via MCP client", empty_js_ms, echo_ms, budget="(budget <= 1.35x)")
+            line("empty run_js via MCP client", empty_js_ms, echo_ms, budget="(budget <= 1.2x)")
             # Back to back, each run also pays for making the next run's VM on a busy machine;
             # an agent's runs come seconds apart, and find the VM made.
             spaced = max(10, runs // 4)
@@ -145,7 +147,7 @@ async def main(quick: bool) -> None:
             [await cold_start(sys.executable, [str(TEST_SERVER)], "echo", {"text": "x"}, None) for _ in range(colds)]
         )
         line("cold start: spawn to first run_js result", cold_runtime, cold_bare,
-             budget="(baseline: bare SDK server spawn to first echo; budget <= 1500 ms)")
+             budget="(baseline: bare SDK server spawn to first echo; budget <= 1.1x)")
 
 
 if __name__ == "__main__":
