@@ -18,6 +18,7 @@ the calls after the one that carried it. SECURITY.md says so.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -39,6 +40,10 @@ _LITERAL_AFTER_FIELD = re.compile(
     re.IGNORECASE)
 
 
+_JSON_ESCAPED = re.compile(r'["\\\x00-\x1f\u2028\u2029]')
+"""Characters json.dumps(ensure_ascii=False) writes otherwise than they are."""
+
+
 def session_secrets(environ: Mapping[str, str] | None = None, extra: Iterable[str | None] = ()) -> list[str]:
     """The secrets the session knows of: `extra` (the HTTP token, the viewer's secret) and the
     values of `CODEDESK_*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*KEY*` variables."""
@@ -56,6 +61,7 @@ class Redactor:
         self._lock = threading.Lock()
         self._secrets: tuple[str, ...] = ()
         self._pattern: re.Pattern[str] | None = None
+        self._json_safe = True  # no known secret has a character JSON escapes
         for secret in secrets:
             self.learn(secret)
 
@@ -69,6 +75,7 @@ class Redactor:
             # Longest first: a secret that contains another is replaced whole.
             self._secrets = tuple(sorted({*self._secrets, secret}, key=len, reverse=True))
             self._pattern = re.compile("|".join(re.escape(s) for s in self._secrets))
+            self._json_safe = self._json_safe and _JSON_ESCAPED.search(secret) is None
 
     def text(self, text: str) -> str:
         """`text` with every known secret replaced."""
@@ -79,9 +86,28 @@ class Redactor:
 
     def value(self, value: Any) -> Any:
         """A copy of a JSON-like value with secret fields and known secrets replaced (learning
-        the secret fields' values first, so they are hidden in the rest of the value too)."""
+        the secret fields' values first, so they are hidden in the rest of the value too); the
+        value itself when it holds neither."""
+        if not self._may_hold_secrets(value):
+            return value
         self._learn_fields(value)
         return self._walk(value)
+
+    def _may_hold_secrets(self, value: Any) -> bool:
+        """False when the value's JSON text names no secret field and holds no known secret: one
+        pass in C instead of a walk in Python, which held the GIL against the runs on every result
+        the timeline recorded. A known secret that JSON writes escaped (a quote, a backslash, a
+        control character) could hide from the text, so with one the walk is always made."""
+        if not isinstance(value, dict | list | tuple):
+            return isinstance(value, str) and self._pattern is not None and self._pattern.search(value) is not None
+        if not self._json_safe:
+            return True
+        try:
+            text = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError, RecursionError):
+            return True
+        pattern = self._pattern
+        return SECRET_FIELD.search(text) is not None or (pattern is not None and pattern.search(text) is not None)
 
     def _learn_fields(self, value: Any) -> None:
         if isinstance(value, dict):

@@ -35,6 +35,18 @@ def test_secret_fields_and_known_secrets_are_redacted_everywhere():
     assert redactor.text("echo hunter22 and plain") == f"echo {REDACTED} and plain"
 
 
+def test_a_value_is_walked_only_when_its_text_may_hold_a_secret():
+    """Most results hold no secret and come back as they are (one pass over their JSON text in C,
+    not a walk in Python); a known secret that JSON writes escaped is still found by the walk."""
+    redactor = Redactor(["tok-abcdef"])
+    plain = {"steps": [{"url": "http://x/", "text": "hello"}], "n": 3}
+    assert redactor.value(plain) is plain
+    assert redactor.value({"deep": [{"k": "x tok-abcdef y"}]}) == {"deep": [{"k": f"x {REDACTED} y"}]}
+    assert redactor.value({"a": {"api_key": "k-1"}}) == {"a": {"api_key": REDACTED}}
+    quoted = Redactor(['pa"ss\\word'])
+    assert quoted.value({"echo": 'said pa"ss\\word'}) == {"echo": f"said {REDACTED}"}
+
+
 def test_secret_literals_in_a_script_are_redacted():
     """A script writing a password beside its field name keeps it out of the record."""
     redactor = Redactor()
