@@ -40,6 +40,10 @@ _LITERAL_AFTER_FIELD = re.compile(
     re.IGNORECASE)
 
 
+_FIELD_WORDS = ("token", "passw", "passp", "secret", "authori", "api", "access", "private", "cookie",
+                "credential", "session", "bearer")
+"""A part of every name SECRET_FIELD matches, lower case: a text holding none of them names no
+secret field (one holding one may, and is walked)."""
 _JSON_ESCAPED = re.compile(r'["\\\x00-\x1f\u2028\u2029]')
 """Characters json.dumps(ensure_ascii=False) writes otherwise than they are."""
 
@@ -94,9 +98,9 @@ class Redactor:
         return self._walk(value)
 
     def _may_hold_secrets(self, value: Any) -> bool:
-        """False when the value's JSON text names no secret field and holds no known secret: one
-        pass in C instead of a walk in Python, which held the GIL against the runs on every result
-        the timeline recorded. A known secret that JSON writes escaped (a quote, a backslash, a
+        """False when the value's JSON text names no secret field and holds no known secret: a few
+        substring searches in C instead of a walk in Python, which held the GIL against the runs on
+        every result the timeline recorded. A known secret that JSON writes escaped (a quote, a backslash, a
         control character) could hide from the text, so with one the walk is always made."""
         if not isinstance(value, dict | list | tuple):
             return isinstance(value, str) and self._pattern is not None and self._pattern.search(value) is not None
@@ -106,8 +110,8 @@ class Redactor:
             text = json.dumps(value, ensure_ascii=False)
         except (TypeError, ValueError, RecursionError):
             return True
-        pattern = self._pattern
-        return SECRET_FIELD.search(text) is not None or (pattern is not None and pattern.search(text) is not None)
+        low = text.lower()  # substring searches, in C: SECRET_FIELD's own search took 1.7 ms on 13 KB
+        return any(word in low for word in _FIELD_WORDS) or any(secret in text for secret in self._secrets)
 
     def _learn_fields(self, value: Any) -> None:
         if isinstance(value, dict):
