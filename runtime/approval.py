@@ -109,7 +109,7 @@ def changed(before: dict[str, Any], after: dict[str, Any]) -> str | None:
         return f"the tab went from {before.get('url')} to {after.get('url')} after it was shown"
     for old, new in zip(before.get("elements", ()), after.get("elements", ()), strict=False):
         if old != new:
-            what = next(k for k in ("count", "tag", "text", "box", "markup") if old.get(k) != new.get(k))
+            what = next((k for k in ("count", "tag", "text", "box", "markup") if old.get(k) != new.get(k)), "state")
             return f"the element {old['selector']!r} changed after it was shown (its {what})"
     return None
 
@@ -156,25 +156,44 @@ _READ_ELEMENTS = """(() => {
 async def _page_elements(call: CallTool, server: str, args: dict[str, Any], selectors: list[str],
                          preview: bool) -> dict[str, Any]:
     tab = args.get("tab") if isinstance(args.get("tab"), str) else "default"
-    steps: list[dict[str, Any]] = [{"type": "evaluate",
-                                    "params": {"script": _READ_ELEMENTS.replace("SELECTORS", json.dumps(selectors))}}]
+    steps: list[dict[str, Any]] = []
+    if selectors:  # bound to the page they are on, and to themselves
+        steps.append({"type": "evaluate",
+                      "params": {"script": _READ_ELEMENTS.replace("SELECTORS", json.dumps(selectors))}})
     if preview:
         steps.append({"type": "screenshot"})
     result = await call(server, "browser_execute", {"tab": tab, "operations": steps})
-    structured = result.get("structuredContent") if isinstance(result, dict) else None
-    steps_done = structured.get("results") if isinstance(structured, dict) else None
-    read = steps_done[0].get("result") if isinstance(steps_done, list) and steps_done else None
     state: dict[str, Any] = {}
-    if selectors:  # bound to the page they are on, and to themselves
+    if selectors:
+        structured = result.get("structuredContent") if isinstance(result, dict) else None
+        steps_done = structured.get("results") if isinstance(structured, dict) else None
+        read = steps_done[0].get("result") if isinstance(steps_done, list) and steps_done else None
         if result.get("isError") or not isinstance(read, dict):
-            state = {"url": "unreadable", "elements": [{"selector": s, "count": None, "tag": "unreadable"}
-                                                        for s in selectors]}
-        else:
-            state = {"url": read.get("url"), "elements": read.get("elements") or []}
+            read = {"url": "unreadable", "elements": []}
+        said = read.get("elements") if isinstance(read.get("elements"), list) else []
+        state = {"url": str(read.get("url"))[:2000],
+                 "elements": [_element_state(selector, said[i] if i < len(said) else None)
+                              for i, selector in enumerate(selectors)]}
     images = _images(result)
     if preview and images:
         state["preview"] = {"image": images[0], "space": "page"}
     return state
+
+
+def _element_state(selector: str, said: Any) -> dict[str, Any]:
+    """What the page said of one element, in the shape the binding compares and a person is shown:
+    the page may be hostile and say anything (other fields, huge text), so only these are kept,
+    typed and cut short; nothing it said is an element reads as unreadable."""
+    if not isinstance(said, dict):
+        return {"selector": selector, "count": None, "tag": "unreadable", "text": "", "box": None, "markup": None}
+    count, box, markup = said.get("count"), said.get("box"), said.get("markup")
+    numbers = isinstance(box, list) and len(box) == 4 and all(
+        isinstance(n, int | float) and not isinstance(n, bool) and abs(n) < 1e7 for n in box)
+    return {"selector": selector,
+            "count": count if isinstance(count, int) and not isinstance(count, bool) else None,
+            "tag": str(said.get("tag") or "")[:40], "text": str(said.get("text") or "")[:200],
+            "box": [round(n) for n in box] if numbers else None,
+            "markup": markup if isinstance(markup, int) and not isinstance(markup, bool) else None}
 
 
 async def _screen_regions(call: CallTool, server: str, points: list[dict[str, Any]],

@@ -118,8 +118,7 @@ _engine._Instance._get_string = _get_string
 
 _NUMBERS = {_ffi.WASMTIME_I32.value: ("i32", int), _ffi.WASMTIME_I64.value: ("i64", int),
             _ffi.WASMTIME_F32.value: ("f32", float), _ffi.WASMTIME_F64.value: ("f64", float)}
-_KIND_OF = {"i32": _ffi.WASMTIME_I32.value, "i64": _ffi.WASMTIME_I64.value,
-            "f32": _ffi.WASMTIME_F32.value, "f64": _ffi.WASMTIME_F64.value}
+_KIND_OF = {name: kind for kind, (name, _) in _NUMBERS.items()}  # "i32" -> its kind
 _signatures: dict[str, tuple[tuple[int, ...], tuple[int, ...]] | None] = {}
 """Export name -> (param kinds, result kinds), or None for a function with other than numbers
 (called the plain way). QuickJS's module and its image (`sandbox._jsimage`) export the same."""

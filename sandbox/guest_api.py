@@ -58,6 +58,7 @@ _door = _tools.codedesk
 _ToolTooLarge = _host.ToolTooLarge
 _ToolError = _host.ToolError
 _real_stdout = sys.__stdout__
+_getframe = sys._getframe  # taken now: a script may replace sys._getframe (a call's line uses it)
 _real_stderr = sys.__stderr__
 _sys = sys
 _surrogates = re.compile("[\ud800-\udfff]")
@@ -249,7 +250,7 @@ def _plain(value, what):
 
 def _user_line():
     """The line of the user's script the current call comes from (its innermost frame there)."""
-    frame = sys._getframe(1)
+    frame = _getframe(1)
     while frame is not None and frame.f_code.co_filename != FILENAME:
         frame = frame.f_back
     return frame.f_lineno if frame is not None else None

@@ -259,3 +259,32 @@ def test_a_browser_approval_binds_the_elements_its_steps_target_before_the_page_
     assert changed(shown, {**shown, "url": "http://y/"}) == "the tab went from http://x/ to http://y/ after it was shown"
     # what a person is shown is not what binds: a screenshot alone never makes a call stale
     assert changed({"preview": {"image": "AAAA"}}, {}) is None
+
+
+async def test_a_hostile_page_cannot_bloat_or_break_a_browser_approval() -> None:
+    """The elements' state is what the batch's tab says, and the page may be hostile: extra
+    fields, megabytes of text or a box of strings are cut to the binding's own shape, so what
+    the viewers are sent stays small and comparing two readings never fails."""
+    said = [{"count": 1, "tag": "button" * 100, "text": "x" * 10_000_000, "box": ["0px; evil", 1, 2, 3],
+             "markup": 7, "extra": "y" * 1_000_000}, "not an element"]
+    steps = []
+
+    async def hostile_tab(server, tool, args):
+        steps.append([op["type"] for op in args["operations"]])
+        return {"content": [{"type": "image", "data": "AAAA", "mimeType": "image/png"}], "isError": False,
+                "structuredContent": {"results": [{"result": {"url": "u" * 100_000, "elements": said}}]}}
+
+    batch = {"tab": "t", "operations": [{"type": "click", "params": {"selector": "#a"}},
+                                        {"type": "click", "params": {"selector": "#b"}}]}
+    state = await read_target(hostile_tab, "browser", "browser_execute", batch, preview=True)
+    first, second = state["elements"]
+    assert first == {"selector": "#a", "count": 1, "tag": ("button" * 100)[:40], "text": "x" * 200, "box": None,
+                     "markup": 7}
+    assert second["tag"] == "unreadable" and len(state["url"]) == 2000
+    said[0]["extra"] = "changed"  # what the binding does not keep cannot make it stale, nor fail it
+    assert changed(state, await read_target(hostile_tab, "browser", "browser_execute", batch)) is None
+    # a batch with no element target reads only the screenshot
+    await read_target(hostile_tab, "browser", "browser_execute", {"operations": [{"type": "press", "params": {"key": "a"}}]},
+                      preview=True)
+    assert steps == [["evaluate", "screenshot"], ["evaluate"], ["screenshot"]]
+

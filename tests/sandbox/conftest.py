@@ -103,3 +103,23 @@ class ToolHost:
 @pytest.fixture
 def tools() -> ToolHost:
     return ToolHost()
+
+
+class LineRecorder:
+    """A `call_tool` that keeps, for each call, its `n` argument and the script line the sandbox
+    gave it (`CALL_LINE`), and answers "ok"."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str | None, int | None]] = []
+
+    async def call_tool(self, server: str, tool: str, args: dict) -> dict:
+        from sandbox import CALL_LINE
+
+        self.lines.append((args.get("n"), CALL_LINE.get()))
+        return {"content": [{"type": "text", "text": "ok"}], "structuredContent": {}}
+
+
+@pytest.fixture
+def line_recorder() -> LineRecorder:
+    return LineRecorder()
+

@@ -504,16 +504,10 @@ async def test_runaway_recursion_is_an_error_and_leaves_engine_usable(js_engine,
 
 
 
-async def test_each_call_knows_the_script_line_it_comes_from(js_engine, tools):
+async def test_each_call_knows_the_script_line_it_comes_from(js_engine, tools, line_recorder):
     """The host reads the line of the user's script that made each call (`CALL_LINE`), through
     the typed tools, in parallel calls and inside functions: what an approval shows a person."""
     from sandbox import CALL_LINE
-
-    lines: list[tuple[str, int | None]] = []
-
-    async def call_tool(server, tool, args):
-        lines.append((args.get("n"), CALL_LINE.get()))
-        return {"content": [], "structuredContent": {}}
 
     result = await js_engine.run(
         'await mcp.callTool("t", "x", {n: "a"});\n'
@@ -521,8 +515,8 @@ async def test_each_call_knows_the_script_line_it_comes_from(js_engine, tools):
         '  return mcp.callTool("t", "x", {n: "b"});\n'
         "}\n"
         'await Promise.all([f(), tools.t.x({n: "c"})]);',
-        call_tool=call_tool, list_tools=tools.list_tools,
+        call_tool=line_recorder.call_tool, list_tools=tools.list_tools,
     )
     assert result.status == "ok", result.error
-    assert sorted(lines) == [("a", 1), ("b", 3), ("c", 5)]
+    assert sorted(line_recorder.lines) == [("a", 1), ("b", 3), ("c", 5)]
     assert CALL_LINE.get() is None  # set in the call's own task only

@@ -170,21 +170,13 @@ async def test_prototype_hijacks_do_not_garble_what_the_host_reads(js_engine, to
     "Error.stackTraceLimit = 0;",
 ], ids=["exec", "stack-object", "stack-forged", "no-stack"])
 async def test_a_script_shaping_its_stacks_neither_breaks_its_calls_nor_names_an_impossible_line(
-        js_engine, tools, shaping):
+        js_engine, tools, line_recorder, shaping):
     """The call's line comes from the guest's stack, which a script can shape: its calls still work,
     and the host is handed a line in range or none (it is shown to people, never decided on)."""
-    from sandbox import CALL_LINE
-
-    lines = []
-
-    async def call_tool(server, tool, args):
-        lines.append(CALL_LINE.get())
-        return {"content": [{"type": "text", "text": "ok"}]}
-
     result = await js_engine.run(shaping + '\n(await mcp.callTool("t", "echo", {})).content[0].text',
-                                 call_tool=call_tool, list_tools=tools.list_tools)
+                                 call_tool=line_recorder.call_tool, list_tools=tools.list_tools)
     assert (result.status, result.value) == ("ok", "ok"), result.error
-    assert lines in ([None], [2])
+    assert [line for _, line in line_recorder.lines] in ([None], [2])
 
 
 async def test_deep_value_is_cut_with_a_marker(js_engine, tools):

@@ -305,24 +305,16 @@ async def test_print_reaches_on_console_while_a_long_run_computes(py_engine, too
     assert finished - seen[0][0] > 1.0
 
 
-async def test_each_call_knows_the_script_line_it_comes_from(py_engine, tools):
+async def test_each_call_knows_the_script_line_it_comes_from(py_engine, tools, line_recorder):
     """The host reads the line of the user's script that made each call (`CALL_LINE`), for a
     call, a batch of calls and a call made inside a function."""
-    from sandbox import CALL_LINE
-
-    lines: list[tuple[str, int | None]] = []
-
-    async def call_tool(server, tool, args):
-        lines.append((args.get("n"), CALL_LINE.get()))
-        return {"content": []}
-
     result = await py_engine.run(
         "mcp.call_tool('t', 'x', {'n': 'a'})\n"
         "def f():\n"
         "    return mcp.call_tool('t', 'x', {'n': 'b'})\n"
         "f()\n"
         "mcp.call_tools([('t', 'x', {'n': 'c'}), ('t', 'x', {'n': 'd'})])\n",
-        call_tool=call_tool, list_tools=tools.list_tools,
+        call_tool=line_recorder.call_tool, list_tools=tools.list_tools,
     )
     assert result.status == "ok", result.error
-    assert sorted(lines) == [("a", 1), ("b", 3), ("c", 5), ("d", 5)]
+    assert sorted(line_recorder.lines) == [("a", 1), ("b", 3), ("c", 5), ("d", 5)]

@@ -319,3 +319,15 @@ async def test_fresh_engine_outlives_hostile_runs():
             result = await run(engine, tools, case.code, timeout_seconds=case.timeout)
             assert result.error.kind == case.kind
         assert (await run(engine, tools, "6 * 7")).value == 42
+
+
+async def test_a_script_replacing_getframe_neither_breaks_its_calls_nor_names_a_false_line(
+        py_engine, tools, line_recorder):
+    """The call's line is read with the frame function taken when the API was installed: a script
+    replacing sys._getframe changes nothing of its calls."""
+    result = await py_engine.run(
+        "import sys\nsys._getframe = lambda *a: 1 / 0\nmcp.call_tool('t', 'x', {'n': 'a'})['content'][0]['text']",
+        call_tool=line_recorder.call_tool, list_tools=tools.list_tools)
+    assert (result.status, result.value) == ("ok", "ok"), result.error
+    assert line_recorder.lines == [("a", 3)]
+

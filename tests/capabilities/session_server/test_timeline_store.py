@@ -47,6 +47,22 @@ def test_a_value_is_walked_only_when_its_text_may_hold_a_secret():
     assert quoted.value({"echo": 'said pa"ss\\word'}) == {"echo": f"said {REDACTED}"}
 
 
+def test_every_name_the_secret_field_pattern_matches_holds_one_of_the_quick_check_words():
+    """The quick check (`_FIELD_WORDS`) stands in for SECRET_FIELD on a whole text: a name the
+    pattern matches without any of the words would skip the walk and leak."""
+    from capabilities.session_server.redaction import _FIELD_WORDS, SECRET_FIELD
+
+    names = ["token", "X-Auth-Token", "password", "passwd", "passphrase", "secret", "client_secret",
+             "Authorization", "authorisation", "api_key", "api-key", "apikey", "X-API-KEY", "access_key",
+             "accessKey", "private_key", "privatekey", "Cookie", "Set-Cookie", "credentials", "session_id",
+             "sessionid", "bearer"]
+    for name in names:
+        assert SECRET_FIELD.search(name), name
+        assert any(word in name.lower() for word in _FIELD_WORDS), name
+    alternatives = SECRET_FIELD.pattern.split("|")
+    assert len(alternatives) == 13, "SECRET_FIELD changed: add its new names here and to _FIELD_WORDS"
+
+
 def test_secret_literals_in_a_script_are_redacted():
     """A script writing a password beside its field name keeps it out of the record."""
     redactor = Redactor()
