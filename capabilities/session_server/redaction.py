@@ -44,6 +44,9 @@ _FIELD_WORDS = ("token", "passw", "passp", "secret", "authori", "api", "access",
                 "credential", "session", "bearer")
 """A part of every name SECRET_FIELD matches, lower case: a text holding none of them names no
 secret field (one holding one may, and is walked)."""
+_IGNORECASE_FOLDS = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+"""The letters outside ASCII that SECRET_FIELD's IGNORECASE matches as ASCII ones and `lower()`
+leaves apart: "pa\u017f\u017fword" is a secret field to the walk, so the quick check must see "passw"."""
 _JSON_ESCAPED = re.compile(r'["\\\x00-\x1f\u2028\u2029]')
 """Characters json.dumps(ensure_ascii=False) writes otherwise than they are."""
 
@@ -111,6 +114,8 @@ class Redactor:
         except (TypeError, ValueError, RecursionError):
             return True
         low = text.lower()  # substring searches, in C: SECRET_FIELD's own search took 1.7 ms on 13 KB
+        if not text.isascii():
+            low = low.translate(_IGNORECASE_FOLDS)
         return any(word in low for word in _FIELD_WORDS) or any(secret in text for secret in self._secrets)
 
     def _learn_fields(self, value: Any) -> None:

@@ -4,6 +4,7 @@ folder it refuses, and replay's comparison rules."""
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import time
 
@@ -61,6 +62,21 @@ def test_every_name_the_secret_field_pattern_matches_holds_one_of_the_quick_chec
         assert any(word in name.lower() for word in _FIELD_WORDS), name
     alternatives = SECRET_FIELD.pattern.split("|")
     assert len(alternatives) == 13, "SECRET_FIELD changed: add its new names here and to _FIELD_WORDS"
+
+
+def test_a_secret_field_spelt_with_letters_that_only_match_ignoring_case_is_walked():
+    """SECRET_FIELD ignores case the way `re` does, where the long s matches "s", the Kelvin sign
+    "k" and the dotless i "i"; `lower()` keeps them apart. A field so spelt is still redacted, and
+    the quick check's folds are exactly the letters `re` matches so."""
+    from capabilities.session_server.redaction import _IGNORECASE_FOLDS
+
+    every = "".join(map(chr, range(0x80, 0x110000)))
+    matched = {ord(c): letter for letter in "abcdefghijklmnopqrstuvwxyz"
+               for c in re.findall(letter, every, re.IGNORECASE)}
+    assert {k: v for k, v in _IGNORECASE_FOLDS.items() if v} == matched
+    redactor = Redactor()
+    for name in ("pa\u017f\u017fword", "\u017fecret", "ap\u0131_key", "ap\u0130_key", "to\u212aen"):
+        assert redactor.value({"form": {name: "hunter22"}}) == {"form": {name: REDACTED}}, name
 
 
 def test_secret_literals_in_a_script_are_redacted():
