@@ -5,8 +5,9 @@ as it happens (`capabilities.session_server.store` defines the record and writes
 gives a `RunRecorder` whose `call_tool` wraps the bridge's: the call is recorded when it is
 sent and its answer when it comes back (or its failure, or its cancellation), each as its own
 event, so a runtime killed mid-call leaves the call on the timeline with no answer. What is
-recorded is handed to the writer's thread as it is: redacting, saving screenshots and writing
-happen there, off the event loop; on the loop a call costs two queue puts.
+recorded is handed to the writer's process as it is (`capabilities/session_server/writer_process.py`):
+redacting, saving screenshots and writing happen there, off the event loop and its GIL; on the
+loop a call costs two `marshal.dumps` and two writes to a pipe.
 """
 
 from __future__ import annotations
@@ -24,9 +25,8 @@ import mcp_types as types
 from capabilities import input_lease
 from capabilities.session import data_dir
 from capabilities.session_server.redaction import Redactor, session_secrets
-from capabilities.session_server.store import (
-    Event, TimelineUnavailable, TimelineWriter, recording_enabled, timeline_dir,
-)
+from capabilities.session_server.store import Event, TimelineUnavailable, recording_enabled, timeline_dir
+from capabilities.session_server.writer_process import WriterProcess
 
 from sandbox.result import CALL_LINE
 
@@ -69,10 +69,12 @@ def new_run_id() -> str:
 class Timeline:
     """The session's timeline as the runtime writes it."""
 
-    def __init__(self, writer: TimelineWriter) -> None:
+    def __init__(self, writer: WriterProcess, secrets: list[str]) -> None:
         self.writer = writer
         self.folder = writer.folder
         self.controls = _Controls()
+        self.redactor = Redactor(secrets)
+        """The session's known secrets, for what the runtime shows of a recorded call (replay)."""
 
     @classmethod
     def open(cls, known_secrets: Iterable[str | None] = ()) -> Timeline | None:
@@ -81,7 +83,8 @@ class Timeline:
         if not recording_enabled():
             return None
         try:
-            return cls(TimelineWriter(timeline_dir(), Redactor(session_secrets(extra=known_secrets))))
+            secrets = session_secrets(extra=known_secrets)
+            return cls(WriterProcess(timeline_dir(), secrets), secrets)
         except (TimelineUnavailable, OSError) as exc:
             logger.warning("the timeline is not recorded: %s", exc)
             return None
@@ -111,7 +114,7 @@ class Timeline:
 class RunRecorder:
     """One run's recording: `call_tool` records each call and its answer; `end` the outcome."""
 
-    def __init__(self, writer: TimelineWriter, run: str, call_tool: CallTool, controls: _Controls) -> None:
+    def __init__(self, writer: WriterProcess, run: str, call_tool: CallTool, controls: _Controls) -> None:
         self.run = run
         self._controls = controls
         self._writer = writer

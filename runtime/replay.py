@@ -23,7 +23,6 @@ Either way the replay is itself a run on the timeline (`replay_of` names the ori
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -53,8 +52,7 @@ class Replay:
         self._read_only = read_only
         self._run_script = run_script
         self._timeline = timeline
-        self._redactor = timeline.writer.redactor if timeline is not None else Redactor(
-            session_secrets(extra=known_secrets))
+        self._redactor = timeline.redactor if timeline is not None else Redactor(session_secrets(extra=known_secrets))
 
     async def replay(self, run: str, mode: str, until: int | None, script: str | None = None) -> types.CallToolResult:
         start, calls = await anyio.to_thread.run_sync(self._read, run)
@@ -88,12 +86,12 @@ class Replay:
         content = []
         for block in result.get("content", []):
             if isinstance(block, dict) and block.get("type") == "image":
-                data = reader.image(block.get("path", ""))
+                data = reader.image_base64(block.get("path", ""))
                 if data is None:
                     entry = {**entry, "result": None}  # not whole any more: never answered from
                     return entry
                 block = {"type": "image", "mimeType": block.get("mimeType", "image/png"),
-                         "data": base64.b64encode(data).decode("ascii")}
+                         "data": data}
             content.append(block)
         return {**entry, "result": {**result, "content": content}}
 
@@ -165,7 +163,7 @@ class Replay:
                 reason = f"it called {server}.{tool}; the record has {record.get('server')}.{record.get('tool')}"
             else:
                 now = self._redactor.value(args if args is not None else {})
-                if _canonical(now) != _canonical(record.get("arguments") or {}):
+                if not _same(record.get("arguments") or {}, now):
                     reason = f"its arguments differ from the record: {_first_difference(record.get('arguments'), now)}"
             if reason is not None:
                 divergence = _diverged(step, reason)
@@ -226,16 +224,43 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
+def _same(recorded: Any, now: Any) -> bool:
+    """`now` is what was recorded, where the record's `[redacted]` stands for any text: the writer
+    hid secrets it learned in any run of the session, which this process does not all know."""
+    if isinstance(recorded, str) and isinstance(now, str) and REDACTED in recorded:
+        return _matches_redacted(recorded, now)
+    if isinstance(recorded, dict) and isinstance(now, dict):
+        return recorded.keys() == now.keys() and all(_same(recorded[key], now[key]) for key in recorded)
+    if isinstance(recorded, list) and isinstance(now, list):
+        return len(recorded) == len(now) and all(map(_same, recorded, now))
+    return _canonical(recorded) == _canonical(now)
+
+
+def _matches_redacted(recorded: str, now: str) -> bool:
+    """`recorded`'s text around each `[redacted]` found in `now` in order, something in each gap.
+    No regular expression: one built from a script's text with many markers would backtrack."""
+    first, *middle, last = recorded.split(REDACTED)
+    if not now.startswith(first):
+        return False
+    at = len(first)
+    for part in middle:
+        found = now.find(part, at + 1)
+        if found < 0:
+            return False
+        at = found + len(part)
+    return len(now) - len(last) > at and now.endswith(last)
+
+
 def _first_difference(before: Any, now: Any, where: str = "") -> str:
     if isinstance(before, dict) and isinstance(now, dict):
         for key in sorted({*before, *now}):
-            if _canonical(before.get(key)) != _canonical(now.get(key)):
+            if not _same(before.get(key), now.get(key)):
                 return _first_difference(before.get(key), now.get(key), f"{where}.{key}" if where else key)
     if isinstance(before, list) and isinstance(now, list):
         if len(before) != len(now):
             return f"{where or 'arguments'}: {len(now)} items now, {len(before)} recorded"
         for index, (a, b) in enumerate(zip(before, now, strict=True)):
-            if _canonical(a) != _canonical(b):
+            if not _same(a, b):
                 return _first_difference(a, b, f"{where}[{index}]")
     shown = [json.dumps(v, ensure_ascii=False)[:100] for v in (now, before)]
     return f"{where or 'arguments'} is {shown[0]} now, {shown[1]} when recorded"

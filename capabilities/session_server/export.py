@@ -3,14 +3,13 @@ screenshots are inline as data URLs, readable with no server and no network."""
 
 from __future__ import annotations
 
-import base64
 import html
 import json
 import time
 from collections.abc import Iterable
 from typing import Any
 
-from .store import TimelineReader
+from .store import BASE64_SUFFIX, TimelineReader
 
 MAX_INLINE_IMAGES = 200
 """Screenshots past this many are named in the report, not inlined (the file stays openable)."""
@@ -67,14 +66,13 @@ def html_report(reader: TimelineReader, entries: list[dict[str, Any]], title: st
         status = entry.get("status", "")
         shots = []
         for path in entry.get("screenshots", []):
-            data = reader.image(path) if inlined < MAX_INLINE_IMAGES else None
+            data = reader.image_base64(path) if inlined < MAX_INLINE_IMAGES else None
             if data is None:
                 shots.append(f"<span class='missing'>{html.escape(path)}</span>")
                 continue
             inlined += 1
-            mime = "image/jpeg" if path.endswith(".jpg") else "image/png"
-            shots.append(f"<img class='shot' alt='{html.escape(path)}' "
-                         f"src='data:{mime};base64,{base64.b64encode(data).decode('ascii')}'>")
+            mime = "image/jpeg" if path.removesuffix(BASE64_SUFFIX).endswith(".jpg") else "image/png"
+            shots.append(f"<img class='shot' alt='{html.escape(path)}' src='data:{mime};base64,{data}'>")
         error = (f"<div class='error'>{html.escape(entry.get('error_kind', ''))}: "
                  f"{html.escape(entry.get('error_message', ''))}</div>") if status == "error" else ""
         parts.append(

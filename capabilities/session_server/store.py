@@ -2,7 +2,10 @@
 of its calls as files beside it.
 
     <timeline>/timeline.db      the events table (schema below)
-    <timeline>/shots/           image blocks of results, <run>-<seq>-<n>.png, referenced by path
+    <timeline>/shots/           image blocks of results, <run>-<seq>-<n>.png.b64, referenced by path:
+                                the base64 text the server sent, kept as it came (decoding 200 KB
+                                took 0.8 ms holding the GIL, on every screenshot of every run;
+                                what reads them wants base64 again), checked when read
     <timeline>/exports/         what timeline_export writes
 
 `<timeline>` is `<data>/timeline` (`timeline_dir`), made by the runtime, the one writer, mode
@@ -31,9 +34,10 @@ from the viewer (the input lease), else "agent"; an approval answered by a perso
 number within its run (1, 2, ...), 0 for the run's own events.
 
 Writing (`TimelineWriter`): `record` puts the event on a queue and returns; one thread
-redacts it, saves its images and inserts it, committing each event, so a runtime killed with
-SIGKILL leaves every event up to the last few milliseconds. Reading: `TimelineReader`, a
-read-only connection.
+redacts it, saves its images and inserts it, committing what is queued together. The runtime
+runs it in a process of its own (`writer_process.py`), which commits what the runtime handed
+it even when the runtime is killed with SIGKILL. Reading: `TimelineReader`, a read-only
+connection.
 """
 
 from __future__ import annotations
@@ -66,6 +70,8 @@ ENABLED_ENV = "CODEDESK_TIMELINE"
 SHOTS_BUDGET_ENV = "CODEDESK_TIMELINE_SHOTS_MB"
 SHOTS_BUDGET_MB = 1024
 """The screenshots kept, in MiB; past it a result's images are named in the record, not kept."""
+BASE64_SUFFIX = ".b64"
+_BASE64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
 IMAGES_PER_CALL = 8
 SUMMARY_CHARS = 2000
 RESULT_CHARS = 64 * 1024
@@ -184,9 +190,11 @@ WRITE_BATCH = 256
 class TimelineWriter:
     """The one writer of a session's timeline. `record` is cheap and never blocks on the disk."""
 
-    def __init__(self, folder: Path, redactor: Redactor) -> None:
+    def __init__(self, folder: Path, redactor: Redactor, *, commit_interval: float = 0.0) -> None:
         self.folder = folder
         self.redactor = redactor
+        self.commit_interval = commit_interval
+        """Seconds at least between two commits: what comes meanwhile is committed with the next."""
         self._fd = open_folder(folder, create=True)
         self._db = sqlite3.connect(fd_path(self._fd, DB_NAME), check_same_thread=False, isolation_level=None)
         try:
@@ -225,8 +233,11 @@ class TimelineWriter:
         """Commit what is queued in one transaction at a time: a busy run's events cost one
         commit per batch, not one each."""
         insert = f"INSERT INTO events ({', '.join(COLUMNS[1:])}) VALUES ({', '.join('?' * 15)})"
+        committed = 0.0
         while True:
             batch = [self._queue.get()]
+            if (wait := committed + self.commit_interval - time.monotonic()) > 0:
+                time.sleep(wait)
             while len(batch) < WRITE_BATCH:
                 try:
                     batch.append(self._queue.get_nowait())
@@ -242,6 +253,7 @@ class TimelineWriter:
                 except Exception:
                     log.exception("timeline: event %s %s/%s not recorded", event.kind, event.run, event.seq)
             self._insert(insert, rows)
+            committed = time.monotonic()
             for event in flushes:
                 if event is None:
                     return
@@ -315,14 +327,15 @@ class TimelineWriter:
         return {**result, "content": content}, shots
 
     def _save_image(self, event: Event, n: int, block: dict[str, Any]) -> str | None:
+        text = block.get("data")
         try:
-            data = base64.b64decode(block.get("data") or "", validate=False)
-        except (ValueError, TypeError):
+            data = text.encode("ascii") if isinstance(text, str) else b""
+        except UnicodeEncodeError:  # not base64; the alphabet is checked when it is read
             return None
         if not data or self._shots_used + len(data) > self._shots_budget:
             return None
         ext = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp"}.get(block.get("mimeType"), "bin")
-        name = f"{_safe(event.run)}-{event.seq}-{n}.{ext}"
+        name = f"{_safe(event.run)}-{event.seq}-{n}.{ext}{BASE64_SUFFIX}"
         try:
             fd = os.open(f"{SHOTS}/{name}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
                          0o600, dir_fd=self._fd)
@@ -436,6 +449,13 @@ class TimelineReader:
 
     def image(self, path: str) -> bytes | None:
         """A screenshot's bytes by its recorded path (`shots/...`), None if it is not there."""
+        text = self.image_base64(path)
+        return None if text is None else base64.b64decode(text)
+
+    def image_base64(self, path: str) -> str | None:
+        """A screenshot as base64 text (nothing but its alphabet: an export puts it in a `data:`
+        URL), None if it is not there or is not base64. Files saved before screenshots were kept
+        as base64 hold the bytes themselves."""
         name = path.removeprefix(f"{SHOTS}/")
         if "/" in name or name.startswith("."):
             return None
@@ -444,7 +464,15 @@ class TimelineReader:
         except OSError:
             return None
         with os.fdopen(fd, "rb") as f:
-            return f.read()
+            data = f.read()
+        if not name.endswith(BASE64_SUFFIX):
+            return base64.b64encode(data).decode("ascii")
+        if data.translate(None, _BASE64_ALPHABET) or len(data) % 4:
+            try:  # what the server sent, as it sent it: whitespace or stray characters are decoded away
+                data = base64.b64encode(base64.b64decode(data, validate=False))
+            except ValueError:
+                return None
+        return data.decode("ascii") if data else None
 
     def write_export(self, name: str, data: bytes) -> Path:
         """Write an export file under `<timeline>/exports/` (the runtime's reader only)."""

@@ -106,7 +106,8 @@ def test_the_record_is_append_only_and_read_merged(writer, tmp_path):
         call = entries[1]
         assert call["arguments"] == {"token": REDACTED}
         assert "abcd1234" not in call["result"]["content"][0]["text"]
-        assert call["screenshots"] == ["shots/r1-1-1.png"] and reader.image(call["screenshots"][0]).startswith(b"\x89PNG")
+        assert call["screenshots"] == ["shots/r1-1-1.png.b64"]
+        assert reader.image(call["screenshots"][0]).startswith(b"\x89PNG")
     db = sqlite3.connect(tmp_path / "timeline" / DB_NAME)
     with pytest.raises(sqlite3.DatabaseError, match="append-only"):
         db.execute("UPDATE events SET tool = 'x'")
@@ -114,6 +115,28 @@ def test_the_record_is_append_only_and_read_merged(writer, tmp_path):
         db.execute("DELETE FROM events")
     db.close()
     assert os.stat(tmp_path / "timeline").st_mode & 0o777 == 0o700
+
+
+def test_a_screenshot_is_read_back_as_nothing_but_base64(writer, tmp_path):
+    """Screenshots are kept as the base64 text the server sent and checked when read: a hostile
+    server's "image" that would break out of the export's `data:` URL is never read back as it
+    came, wrapped base64 reads back clean, and a file saved as bytes (an older timeline) reads too."""
+    wrapped = "\n".join(PNG[i:i + 20] for i in range(0, len(PNG), 20))
+    images = [PNG, "AAAA' onerror='alert(1)", "AAAA'><script>x</script>", wrapped, "donn\u00e9es"]
+    writer.record(Event(time.time(), "r2", 1, "call", "browser", "browser_execute", arguments={}))
+    writer.record(Event(time.time(), "r2", 1, "result", "browser", "browser_execute", result={
+        "content": [{"type": "image", "data": data, "mimeType": "image/png"} for data in images]}))
+    writer.flush()
+    (tmp_path / "timeline" / "shots" / "old-1-1.png").write_bytes(b"\x89PNG old")
+    with TimelineReader(tmp_path / "timeline") as reader:
+        shots = reader.entries(run="r2")[0]["screenshots"]
+        assert len(shots) == 4  # the non-ASCII one is not kept
+        read = [reader.image_base64(path) for path in shots]
+        assert read[0] == PNG and read[3] == PNG
+        for text in read:
+            assert text is None or set(text) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
+        assert reader.image("shots/old-1-1.png") == b"\x89PNG old"
+        assert reader.image("shots/../timeline.db") is None
 
 
 def test_a_linked_or_shared_timeline_folder_is_refused(tmp_path):
