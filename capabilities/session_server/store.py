@@ -33,10 +33,9 @@ One event a row, never changed or deleted (triggers refuse it). Kinds:
 from the viewer (the input lease), else "agent"; an approval answered by a person is "person". `seq` is the call's
 number within its run (1, 2, ...), 0 for the run's own events.
 
-Writing (`TimelineWriter`): `record` puts the event on a queue and returns; one thread
-redacts it, saves its images and inserts it, committing what is queued together. The runtime
-runs it in a process of its own (`writer_process.py`), which commits what the runtime handed
-it even when the runtime is killed with SIGKILL. Reading: `TimelineReader`, a read-only
+Writing (`TimelineWriter`): `write` redacts a batch of events, saves their images and inserts
+them in one transaction. The runtime runs it in a process of its own (`writer_process.py`),
+which commits what the runtime handed it even when the runtime is killed with SIGKILL. Reading: `TimelineReader`, a read-only
 connection.
 """
 
@@ -47,11 +46,10 @@ import hashlib
 import json
 import logging
 import os
-import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -183,20 +181,18 @@ class Event:
     detail: dict[str, Any] | None = None
 
 
-WRITE_BATCH = 256
-"""Events committed together at most (those queued while the last commit ran)."""
+_INSERT = f"INSERT INTO events ({', '.join(COLUMNS[1:])}) VALUES ({', '.join('?' * 15)})"
 
 
 class TimelineWriter:
-    """The one writer of a session's timeline. `record` is cheap and never blocks on the disk."""
+    """The one writer of a session's timeline (the runtime runs it in `writer_process`):
+    `write` redacts a batch of events, saves their images and commits them together."""
 
-    def __init__(self, folder: Path, redactor: Redactor, *, commit_interval: float = 0.0) -> None:
+    def __init__(self, folder: Path, redactor: Redactor) -> None:
         self.folder = folder
         self.redactor = redactor
-        self.commit_interval = commit_interval
-        """Seconds at least between two commits: what comes meanwhile is committed with the next."""
         self._fd = open_folder(folder, create=True)
-        self._db = sqlite3.connect(fd_path(self._fd, DB_NAME), check_same_thread=False, isolation_level=None)
+        self._db = sqlite3.connect(fd_path(self._fd, DB_NAME), isolation_level=None)
         try:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")  # a commit survives the process, not the power
@@ -208,57 +204,20 @@ class TimelineWriter:
         os.chmod(DB_NAME, 0o600, dir_fd=self._fd, follow_symlinks=False)
         self._shots_budget = int(os.environ.get(SHOTS_BUDGET_ENV, SHOTS_BUDGET_MB)) * 1024 * 1024
         self._shots_used = sum(entry.stat().st_size for entry in os.scandir(fd_path(self._fd, SHOTS)))
-        self._queue: queue.SimpleQueue[Event | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._write_all, name="timeline-writer", daemon=True)
-        self._thread.start()
 
-    def record(self, event: Event) -> None:
-        """Queue `event`; the writer thread redacts, stores and commits it."""
-        self._queue.put(event)
-
-    def flush(self, timeout: float = 10.0) -> None:
-        """Wait until every event queued so far is committed."""
-        done = threading.Event()
-        self._queue.put(Event(0, "", 0, "_flush", detail={"done": done}))
-        done.wait(timeout)
+    def write(self, events: Iterable[Event]) -> None:
+        """Record `events` in one transaction (an event that cannot be is logged and left out)."""
+        rows = []
+        for event in events:
+            try:
+                rows.append((event, self._row(event)))
+            except Exception:
+                log.exception("timeline: event %s %s/%s not recorded", event.kind, event.run, event.seq)
+        self._insert(_INSERT, rows)
 
     def close(self) -> None:
-        """Write what is queued, then close the database."""
-        self._queue.put(None)
-        self._thread.join(30)
         self._db.close()
         os.close(self._fd)
-
-    def _write_all(self) -> None:
-        """Commit what is queued in one transaction at a time: a busy run's events cost one
-        commit per batch, not one each."""
-        insert = f"INSERT INTO events ({', '.join(COLUMNS[1:])}) VALUES ({', '.join('?' * 15)})"
-        committed = 0.0
-        while True:
-            batch = [self._queue.get()]
-            if (wait := committed + self.commit_interval - time.monotonic()) > 0:
-                time.sleep(wait)
-            while len(batch) < WRITE_BATCH:
-                try:
-                    batch.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            rows, flushes = [], []
-            for event in batch:
-                if event is None or event.kind == "_flush":
-                    flushes.append(event)
-                    continue
-                try:
-                    rows.append((event, self._row(event)))
-                except Exception:
-                    log.exception("timeline: event %s %s/%s not recorded", event.kind, event.run, event.seq)
-            self._insert(insert, rows)
-            committed = time.monotonic()
-            for event in flushes:
-                if event is None:
-                    return
-                assert event.detail is not None
-                event.detail["done"].set()
 
     def _insert(self, insert: str, rows: list[tuple[Event, tuple[Any, ...]]]) -> None:
         if not rows:

@@ -1,10 +1,10 @@
 """The timeline's writer in a process of its own: the runtime hands it each event over a pipe.
 
 Redacting an event, serializing it, saving its screenshots and committing it is Python work
-that holds the GIL. Done by a thread of the runtime (`TimelineWriter` on its own), it took the
-GIL from the event loop that runs every script: 100 calls in a row ran 1.10-1.20x slower with
-the timeline on. Here the runtime's share of an event is one `marshal.dumps` and one write to a
-pipe; the child runs `TimelineWriter` and does the rest without touching the runtime's GIL.
+that holds the GIL. Done by a thread of the runtime, it took the GIL from the event loop that
+runs every script: 100 calls in a row ran 1.10-1.20x slower with the timeline on. Here the
+runtime's share of an event is one `marshal.dumps` and one write to a pipe; the child runs
+`TimelineWriter` and does the rest without touching the runtime's GIL.
 
 The pipe is also what makes a SIGKILL of the runtime lose nothing it recorded: what was
 written to it is read and committed by the child, which ends when the pipe closes.
@@ -36,11 +36,12 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from .redaction import REDACTED
-from .store import Event, TimelineWriter, open_folder
+from .store import Event, TimelineUnavailable, TimelineWriter, open_folder
 
 log = logging.getLogger("codedesk.timeline")
 
@@ -53,10 +54,14 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 COMMIT_INTERVAL = 0.05
-"""The child commits at most this often: one commit cost about 0.25 ms of CPU, the runtime's
-cores' time, and what the child holds is not lost with the runtime (only with the child)."""
+"""The child wakes and commits at most this often: waking for each event cost 0.25 ms of CPU,
+the runtime's cores' time. What waits meanwhile is in the pipe, not lost with the runtime."""
+FLUSH_SIGNAL = signal.SIGUSR1
+"""Sent by the runtime after a flush frame: the child reads and commits at once."""
 NICENESS = 10
 """The writer is background work: the runtime and its servers come first for the CPU."""
+STUCK_SECONDS = 10
+"""A writer that reads nothing for this long with its pipe full is stopped and replaced."""
 RESTARTS = 3
 """Children started again after one died, at most; past them the timeline is no longer written."""
 
@@ -79,9 +84,15 @@ class WriterProcess:
 
     def _start(self) -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (_PACKAGE_ROOT, os.environ.get("PYTHONPATH"))))}
-        child = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
-                                 env=env, close_fds=True)
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {FLUSH_SIGNAL})  # inherited: a flush sent
+        try:  # before the child is ready waits for it instead of killing it
+            child = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     bufsize=0, env=env, close_fds=True)
+        finally:
+            if FLUSH_SIGNAL not in blocked:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {FLUSH_SIGNAL})
         assert child.stdin is not None
+        os.set_blocking(child.stdin.fileno(), False)
         try:
             import fcntl
             fcntl.fcntl(child.stdin.fileno(), _F_SETPIPE_SZ, PIPE_BYTES)
@@ -132,6 +143,10 @@ class WriterProcess:
             child = self._send(_frame(("flush", token)))
             if child is None or child.stdout is None:
                 return
+            try:
+                os.kill(child.pid, FLUSH_SIGNAL)
+            except OSError:
+                return  # it died: nothing to wait for
             deadline = time.monotonic() + timeout
             line = b""
             while line != token and (left := deadline - time.monotonic()) > 0:
@@ -167,7 +182,12 @@ class WriterProcess:
         fd = child.stdin.fileno()
         view = memoryview(frame)
         while view:
-            view = view[os.write(fd, view):]
+            try:
+                view = view[os.write(fd, view):]
+            except BlockingIOError:  # the pipe is full (screenshots): the child reads it now, not at its next wake
+                os.kill(child.pid, FLUSH_SIGNAL)
+                if not select.select([], [fd], [], STUCK_SECONDS)[1]:
+                    raise BrokenPipeError(f"the timeline writer read nothing for {STUCK_SECONDS} s") from None
 
 
 def _discard(child: subprocess.Popen[bytes]) -> int:
@@ -195,45 +215,74 @@ def _frame(message: tuple[Any, ...]) -> bytes:
     return _LENGTH.pack(len(payload)) + payload
 
 
-def _read_exactly(stream: Any, size: int) -> bytes | None:
-    data = stream.read(size)
-    return data if data is not None and len(data) == size else None
+def _messages(buffer: bytearray) -> Iterator[tuple[Any, ...]]:
+    """The whole frames at the start of `buffer`, taken out of it."""
+    at = 0
+    while len(buffer) - at >= _LENGTH.size:
+        size = _LENGTH.unpack_from(buffer, at)[0]
+        if len(buffer) - at - _LENGTH.size < size:
+            break
+        with memoryview(buffer) as view:  # released before the buffer is cut below
+            message = marshal.loads(view[at + _LENGTH.size:at + _LENGTH.size + size])
+        yield message
+        at += _LENGTH.size + size
+    del buffer[:at]
 
 
 def main() -> None:
-    """The child: write what the runtime sends until it closes the pipe."""
+    """The child: write what the runtime sends until it closes the pipe. One thread, woken once
+    a `COMMIT_INTERVAL`: when something has come it waits that long (or until the runtime asks
+    for a flush with SIGUSR1), then reads all there is, commits it and answers the flushes. A
+    wake-up an event made the child cost more than the event's own work (its caches cold)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the runtime, which closes the pipe
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a group stopped together: what was sent is written first
+    signal.pthread_sigmask(signal.SIG_BLOCK, {FLUSH_SIGNAL})  # (blocked from the start) taken by sigtimedwait
     os.nice(NICENESS)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
-    source, answers = sys.stdin.buffer, sys.stdout.buffer
+    source, answers = sys.stdin.fileno(), sys.stdout.fileno()
+    os.set_blocking(source, False)
     writer: TimelineWriter | None = None
+    buffer = bytearray()
+    ended = False
     try:
-        while (head := _read_exactly(source, _LENGTH.size)) is not None:
-            payload = _read_exactly(source, _LENGTH.unpack(head)[0])
-            if payload is None:
-                break
-            message = marshal.loads(payload)
-            if message[0] == "event" and writer is not None:
-                writer.record(Event(*message[1:]))
-            elif message[0] == "flush" and writer is not None:
-                writer.flush()
-                answers.write(message[1])
-                answers.flush()
-            elif message[0] == "flush":
-                answers.write(message[1])  # nothing to write: the runtime need not wait
-                answers.flush()
-            elif message[0] == "open" and writer is None:
-                from .redaction import Redactor
-                from .store import TimelineUnavailable
-
+        while not ended:
+            select.select([source], [], [])
+            signal.sigtimedwait({FLUSH_SIGNAL}, COMMIT_INTERVAL)
+            while True:
                 try:
-                    writer = TimelineWriter(Path(message[1]), Redactor(message[2]), commit_interval=COMMIT_INTERVAL)
-                except TimelineUnavailable as exc:  # read on, so the runtime is not told to start another
-                    log.error("the timeline is not recorded: %s", exc)
+                    data = os.read(source, PIPE_BYTES)
+                except BlockingIOError:
+                    break
+                if not data:
+                    ended = True
+                    break
+                buffer += data
+            pending: list[Event] = []
+            flushes: list[bytes] = []
+            for message in _messages(buffer):
+                if message[0] == "event":
+                    pending.append(Event(*message[1:]))
+                elif message[0] == "flush":
+                    flushes.append(message[1])
+                elif message[0] == "open" and writer is None:
+                    writer = _open(message[1], message[2])
+            if writer is not None and pending:
+                writer.write(pending)
+            for token in flushes:
+                os.write(answers, token)
     finally:
         if writer is not None:
             writer.close()
+
+
+def _open(folder: str, secrets: list[str]) -> TimelineWriter | None:
+    from .redaction import Redactor
+
+    try:
+        return TimelineWriter(Path(folder), Redactor(secrets))
+    except TimelineUnavailable as exc:  # read on, so the runtime is not told to start another
+        log.error("the timeline is not recorded: %s", exc)
+        return None
 
 
 if __name__ == "__main__":

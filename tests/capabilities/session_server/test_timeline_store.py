@@ -92,13 +92,14 @@ def test_secret_literals_in_a_script_are_redacted():
 def test_the_record_is_append_only_and_read_merged(writer, tmp_path):
     """A call and its answer read as one entry; the database refuses changes to what is written."""
     now = time.time()
-    writer.record(Event(now, "r1", 0, "run_start", detail={"language": "js", "script": "1"}))
-    writer.record(Event(now, "r1", 1, "call", "browser", "browser_execute", arguments={"token": "abcd1234"}))
-    writer.record(Event(now, "r1", 1, "result", "browser", "browser_execute", duration_ms=3.0, result={
-        "content": [{"type": "text", "text": "ok abcd1234"}, {"type": "image", "data": PNG, "mimeType": "image/png"}],
-        "isError": False, "structuredContent": {"url": "http://x/"}}))
-    writer.record(Event(now, "r1", 2, "call", "exec", "run", arguments={"bin": "true"}))
-    writer.flush()
+    writer.write([
+        Event(now, "r1", 0, "run_start", detail={"language": "js", "script": "1"}),
+        Event(now, "r1", 1, "call", "browser", "browser_execute", arguments={"token": "abcd1234"}),
+        Event(now, "r1", 1, "result", "browser", "browser_execute", duration_ms=3.0, result={
+            "content": [{"type": "text", "text": "ok abcd1234"}, {"type": "image", "data": PNG, "mimeType": "image/png"}],
+            "isError": False, "structuredContent": {"url": "http://x/"}}),
+    ])
+    writer.write([Event(now, "r1", 2, "call", "exec", "run", arguments={"bin": "true"})])
     with TimelineReader(tmp_path / "timeline") as reader:
         entries = reader.entries(run="r1")
         assert [(e["kind"], e["seq"], e.get("status")) for e in entries] == [
@@ -123,10 +124,9 @@ def test_a_screenshot_is_read_back_as_nothing_but_base64(writer, tmp_path):
     came, wrapped base64 reads back clean, and a file saved as bytes (an older timeline) reads too."""
     wrapped = "\n".join(PNG[i:i + 20] for i in range(0, len(PNG), 20))
     images = [PNG, "AAAA' onerror='alert(1)", "AAAA'><script>x</script>", wrapped, "donn\u00e9es"]
-    writer.record(Event(time.time(), "r2", 1, "call", "browser", "browser_execute", arguments={}))
-    writer.record(Event(time.time(), "r2", 1, "result", "browser", "browser_execute", result={
-        "content": [{"type": "image", "data": data, "mimeType": "image/png"} for data in images]}))
-    writer.flush()
+    writer.write([Event(time.time(), "r2", 1, "call", "browser", "browser_execute", arguments={}),
+                  Event(time.time(), "r2", 1, "result", "browser", "browser_execute", result={
+                      "content": [{"type": "image", "data": data, "mimeType": "image/png"} for data in images]})])
     (tmp_path / "timeline" / "shots" / "old-1-1.png").write_bytes(b"\x89PNG old")
     with TimelineReader(tmp_path / "timeline") as reader:
         shots = reader.entries(run="r2")[0]["screenshots"]
