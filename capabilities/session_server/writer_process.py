@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .redaction import REDACTED
+from .redaction import SECRET_ENV
 from .store import Event, TimelineUnavailable, TimelineWriter, open_folder
 
 log = logging.getLogger("codedesk.timeline")
@@ -62,6 +62,7 @@ NICENESS = 10
 """The writer is background work: the runtime and its servers come first for the CPU."""
 STUCK_SECONDS = 10
 """A writer that reads nothing for this long with its pipe full is stopped and replaced."""
+UNRECORDABLE = "[not recordable: neither marshal nor JSON could write it]"
 RESTARTS = 3
 """Children started again after one died, at most; past them the timeline is no longer written."""
 
@@ -83,7 +84,8 @@ class WriterProcess:
         self._start()
 
     def _start(self) -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (_PACKAGE_ROOT, os.environ.get("PYTHONPATH"))))}
+        env = {key: value for key, value in os.environ.items() if not SECRET_ENV.match(key)}  # it needs none
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (_PACKAGE_ROOT, os.environ.get("PYTHONPATH"))))
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {FLUSH_SIGNAL})  # inherited: a flush sent
         try:  # before the child is ready waits for it instead of killing it
             child = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -209,8 +211,8 @@ def _frame(message: tuple[Any, ...]) -> bytes:
     except ValueError:  # an object marshal does not know (or nested past its depth): as JSON shows it
         try:
             payload = marshal.dumps(json.loads(json.dumps(message, default=repr)))
-        except (ValueError, RecursionError):
-            payload = marshal.dumps(tuple(item if isinstance(item, str | int | float | None) else REDACTED
+        except (ValueError, TypeError, RecursionError):
+            payload = marshal.dumps(tuple(item if isinstance(item, str | int | float | None) else UNRECORDABLE
                                           for item in message))
     return _LENGTH.pack(len(payload)) + payload
 

@@ -23,7 +23,8 @@ def _call(seq: int, **arguments) -> Event:
     return Event(time.time(), "r1", seq, "call", "exec", "exec", arguments=arguments)
 
 
-def test_what_is_handed_over_is_committed_and_the_secrets_are_not_on_its_command_line(tmp_path):
+def test_what_is_handed_over_is_committed_and_the_secrets_are_not_on_its_command_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("CODEDESK_SOME_TOKEN", "env-secret-8765")  # the runtime's own: not the writer's
     writer = WriterProcess(tmp_path / "timeline", [SECRET])
     try:
         writer.record(_call(1, note=f"say {SECRET}", password="hunter22"))
@@ -31,7 +32,8 @@ def test_what_is_handed_over_is_committed_and_the_secrets_are_not_on_its_command
         writer.flush()
         pid = writer.pid
         for name in ("cmdline", "environ"):
-            assert SECRET.encode() not in Path(f"/proc/{pid}/{name}").read_bytes()
+            seen = Path(f"/proc/{pid}/{name}").read_bytes()
+            assert SECRET.encode() not in seen and b"env-secret-8765" not in seen
         with TimelineReader(tmp_path / "timeline") as reader:
             first, second = reader.entries(run="r1")
         assert first["arguments"] == {"note": f"say {REDACTED}", "password": REDACTED}
