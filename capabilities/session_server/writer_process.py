@@ -57,7 +57,7 @@ COMMIT_INTERVAL = 0.05
 """The child wakes and commits at most this often: waking for each event cost 0.25 ms of CPU,
 the runtime's cores' time. What waits meanwhile is in the pipe, not lost with the runtime."""
 FLUSH_SIGNAL = signal.SIGUSR1
-"""Sent by the runtime after a flush frame: the child reads and commits at once."""
+"""Sent by the runtime after a flush frame or a run's end: the child reads and commits at once."""
 NICENESS = 10
 """The writer is background work: the runtime and its servers come first for the CPU."""
 STUCK_SECONDS = 10
@@ -137,6 +137,15 @@ class WriterProcess:
                         self._child = None
             return None
 
+    def wake(self) -> None:
+        """Have the child commit what it was handed now rather than at its next wake-up."""
+        child = self._child
+        if child is not None:
+            try:
+                os.kill(child.pid, FLUSH_SIGNAL)
+            except OSError:
+                pass  # it died: the next event starts another
+
     def flush(self, timeout: float = 10.0) -> None:
         """Wait until every event handed over so far is committed (at most `timeout` seconds)."""
         with self._flush_lock:
@@ -145,10 +154,7 @@ class WriterProcess:
             child = self._send(_frame(("flush", token)))
             if child is None or child.stdout is None:
                 return
-            try:
-                os.kill(child.pid, FLUSH_SIGNAL)
-            except OSError:
-                return  # it died: nothing to wait for
+            self.wake()
             deadline = time.monotonic() + timeout
             line = b""
             while line != token and (left := deadline - time.monotonic()) > 0:
@@ -232,10 +238,11 @@ def _messages(buffer: bytearray) -> Iterator[tuple[Any, ...]]:
 
 
 def main() -> None:
-    """The child: write what the runtime sends until it closes the pipe. One thread, woken once
-    a `COMMIT_INTERVAL`: when something has come it waits that long (or until the runtime asks
-    for a flush with SIGUSR1), then reads all there is, commits it and answers the flushes. A
-    wake-up an event made the child cost more than the event's own work (its caches cold)."""
+    """The child: write what the runtime sends until it closes the pipe. One thread, woken at
+    most once a `COMMIT_INTERVAL` (sooner when the runtime sends SIGUSR1: a flush, a run's end):
+    when something comes after a quiet spell it is committed at once, in a busy one with what
+    else came until the interval is over. A wake-up for each event cost the child more than the
+    event's own work (its caches cold)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the runtime, which closes the pipe
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a group stopped together: what was sent is written first
     signal.pthread_sigmask(signal.SIG_BLOCK, {FLUSH_SIGNAL})  # (blocked from the start) taken by sigtimedwait
@@ -246,10 +253,13 @@ def main() -> None:
     writer: TimelineWriter | None = None
     buffer = bytearray()
     ended = False
+    woken = 0.0
     try:
         while not ended:
             select.select([source], [], [])
-            signal.sigtimedwait({FLUSH_SIGNAL}, COMMIT_INTERVAL)
+            if (wait := woken + COMMIT_INTERVAL - time.monotonic()) > 0:
+                signal.sigtimedwait({FLUSH_SIGNAL}, wait)
+            woken = time.monotonic()
             while True:
                 try:
                     data = os.read(source, PIPE_BYTES)

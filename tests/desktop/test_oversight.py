@@ -79,10 +79,13 @@ def test_an_exec_waits_for_the_person_at_the_viewer_who_approves_or_denies(overs
     error = json.loads(run.result(timeout=120).text)
     assert error["kind"] == "denied" and "declined by the person asked" in error["message"]
 
-    entries = _timeline(desktop_session.data_dir, started)
-    answers = [e["detail"]["answer"] for e in entries if e["kind"] == "approval"]
-    assert answers == ["accept", "decline"]
-    assert all(e["controls"] == "person" for e in entries if e["kind"] == "approval")
+    def approvals() -> list[dict]:  # the writer commits within moments of the answer
+        found = [e for e in _timeline(desktop_session.data_dir, started) if e["kind"] == "approval"]
+        return found if len(found) >= 2 else []
+
+    found = wait_until(approvals, timeout=30, what="both approvals on the timeline")
+    assert [e["detail"]["answer"] for e in found] == ["accept", "decline"]
+    assert all(e["controls"] == "person" for e in found)
 
 
 def test_a_program_changed_after_it_was_shown_is_not_run_on_the_old_yes(overseen, watching, desktop_session) -> None:

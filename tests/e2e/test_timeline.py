@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from capabilities.session_server.store import TimelineReader
+from tests.desktop.conftest import wait_until
 from tests.fixtures.runtime import CODEDESK, start_runtime
 
 pytestmark = pytest.mark.desktop
@@ -67,15 +68,27 @@ def _timeline(desktop_session) -> TimelineReader:
     return TimelineReader(Path(desktop_session.data_dir) / "timeline")
 
 
+_started = [0.0]
+"""When `_js` last started a run: `_last_run` waits for that run's record."""
+
+
 def _js(rt, code: str, timeout: int = 90) -> object:
+    _started[0] = time.time()
     out = rt.run_js(code, timeout_seconds=timeout)
     assert not out.is_error, out.text
     return json.loads(out.text)
 
 
 def _last_run(desktop_session) -> str:
-    with _timeline(desktop_session) as reader:
-        return [e for e in reader.entries(limit=100_000) if e["kind"] == "run_start"][-1]["run"]
+    """The run `_js` made last, once its end is on disk (the writer commits within moments)."""
+    def ended() -> str | None:
+        with _timeline(desktop_session) as reader:
+            entries = reader.entries(since=_started[0], limit=100_000)
+        starts = [e["run"] for e in entries if e["kind"] == "run_start"]
+        return starts[-1] if starts and any(e["kind"] == "run_end" and e["run"] == starts[-1] for e in entries) \
+            else None
+
+    return wait_until(ended, timeout=30, what="the last run's record")
 
 
 def _fill(url: str, name: str = "Ada") -> str:
