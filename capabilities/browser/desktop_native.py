@@ -269,6 +269,9 @@ def after_step(native: NativeDesktop, step: Any, entry: dict, grab_screen, image
     if getattr(step, "captureAfter", False):
         try:
             native.watch.wait_stable(CAPTURE_QUIET_MS, CAPTURE_TIMEOUT_MS)
-        except WaitTimeout:
-            pass  # still changing: the capture shows the moment the wait gave up
+            if entry.get("changed") is False and native.watch.changed_while_waiting:
+                entry["changed"] = True  # it drew after the step was handled (a menu on a busy machine)
+        except WaitTimeout:  # still changing: the capture shows the moment the wait gave up
+            if "changed" in entry:
+                entry["changed"] = True
         entry["capture"] = image(grab_screen())

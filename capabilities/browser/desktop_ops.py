@@ -613,7 +613,8 @@ def _done(name: str, spec: OperationSpec) -> type[OutputModel]:
         success=(Literal[True], ...),
         operation=(Literal[name], ...),
         result=(result, ...),
-        changed=(bool | None, Field(None, description="Pointer and key steps: whether the screen changed")),
+        changed=(bool | None, Field(None, description="Pointer and key steps: whether the screen changed "
+                                                     "(with captureAfter: until it settled for the capture)")),
         capture=(ImageResult | None, Field(None, description="With captureAfter: the screen after the step")),
     )
 

@@ -40,6 +40,8 @@ class ScreenWatch:
     def __init__(self, session: SessionInfo) -> None:
         self._x = open_display(session, DesktopError)
         self.display_name = session.display
+        self.changed_while_waiting = False
+        """Whether the screen changed during the last `wait_stable` that returned."""
         if not self._x.has_extension("DAMAGE"):
             self._x.close()
             raise DesktopError(f"display {session.display} has no DAMAGE extension")
@@ -111,6 +113,7 @@ class ScreenWatch:
             now = time.monotonic()
             quiet_until = last_change + quiet_ms / 1000
             if now >= quiet_until:
+                self.changed_while_waiting = last_change > start
                 return {"waitedMs": round((now - start) * 1000), "quietMs": quiet_ms}
             if now >= deadline:
                 raise WaitTimeout(
