@@ -7,3 +7,16 @@ Modules: `cli` (the `codedesk` command), `server` (MCP server and transports), `
 `descriptions`, `signatures` and `listing_cache` (what the agent reads), `results` (what the
 agent gets back), `auth` (bearer tokens on HTTP). `desktop` is the desktop session's lifecycle.
 """
+
+import functools
+
+
+@functools.cache
+def version() -> str:
+    """The installed codedesk's version ("0" when it is not installed as a package)."""
+    try:
+        from importlib.metadata import version as installed
+
+        return installed("codedesk")
+    except Exception:
+        return "0"

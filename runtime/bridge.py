@@ -34,7 +34,6 @@ from typing import Any
 import anyio
 import anyio.abc
 import mcp_types as types
-import psutil
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
@@ -238,6 +237,8 @@ class _Link:
         during it."""
         if not isinstance(self.config, StdioServer) or self.local is not None:
             return
+        import psutil  # here, not on the way to a cold start's first answer
+
         tail = [*self.config.args] or [self.config.command]
         ours = []
         for pid in new_children:  # others may have started meanwhile: ours runs our command
@@ -347,6 +348,8 @@ async def in_process(make_server: LocalServer) -> Any:
 
 def _children() -> set[int]:
     """Our direct children now (a stdio server is one of them)."""
+    import psutil
+
     try:
         return {child.pid for child in psutil.Process().children()}
     except psutil.Error:

@@ -3,7 +3,8 @@ descriptions can show every server's tools without starting any server.
 
 The file is `<data dir>/runtime/tools.json` (or one in the runtime's own cache folder when it
 may not write the data directory): `{server: {"config": ..., "tools": [...]}}`. An
-entry counts only while the server's configuration is unchanged; live listings always win.
+entry counts only while the server's configuration and codedesk's version are unchanged; live
+listings always win.
 A cache that cannot be read or written is ignored (the descriptions then point to listTools).
 """
 
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from . import version
 from .config import ServerConfig
 
 logger = logging.getLogger(__name__)
@@ -39,7 +41,8 @@ def default_path() -> Path:
 
 
 def _key(config: ServerConfig) -> dict[str, Any]:
-    return {"kind": type(config).__name__, **config.model_dump(mode="json")}
+    # codedesk's version too: an upgrade may change what the same command serves
+    return {"kind": type(config).__name__, **config.model_dump(mode="json"), "codedesk": version()}
 
 
 def load(path: Path, servers: Mapping[str, ServerConfig]) -> dict[str, list[dict[str, Any]]]:

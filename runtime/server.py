@@ -31,7 +31,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from capabilities import wire
 from sandbox.result import TIMEOUT_SECONDS_RANGE
 
-from . import declarations, descriptions, engines
+from . import declarations, descriptions, engines, version
 from . import listing_cache as listing_cache_module
 from .arguments import ArgumentsError, RunJsArguments, RunPyArguments, input_schema, parse_arguments
 from .bridge import START_TIMEOUT_SECONDS, Bridge, BridgeError, tool_to_dict
@@ -150,19 +150,18 @@ class Runtime:
     async def listed_tools(self) -> list[types.Tool]:
         """The two tools, once the built-in servers are known, so their descriptions declare every
         built-in tool. Known means listed by this process (started if need be) or remembered from
-        the last one with the same configuration (then they start in the background, and a changed
-        listing is announced with tools/list_changed); a server that cannot start is named there."""
+        the last one with the same configuration and codedesk version; a server that cannot start
+        is named there. A remembered server is not started to check its listing: it starts when a
+        script first calls it (or at once with --start-servers), and a listing that changed is
+        then announced with tools/list_changed. Starting every built-in server at each start took
+        seconds of both cores from the first runs."""
         if not self._listed_once:
-            builtin = [name for name in builtin_servers() if is_builtin(name, self.servers.get(name))]
-            unknown = [name for name in builtin if name not in self._remembered]
+            unknown = [name for name in builtin_servers()
+                       if is_builtin(name, self.servers.get(name)) and name not in self._remembered]
             with anyio.move_on_after(START_TIMEOUT_SECONDS):
                 async with anyio.create_task_group() as tg:
                     for name in unknown:
                         tg.start_soon(self._list_quietly, name)
-            if len(unknown) < len(builtin) and self._task_group is not None:
-                for name in builtin:
-                    if name not in unknown:
-                        self._task_group.start_soon(self._list_quietly, name)
             self._listed_once = True
         return self.tools()
 
@@ -516,7 +515,7 @@ def build_server(runtime: Runtime) -> Server[Any]:
 
     server = Server(
         "codedesk",
-        version=_version(),
+        version=version(),
         instructions=(
             "codedesk gives you a Linux desktop through code: write a script for run_js (or run_py) "
             "that calls the capability servers with mcp.callTool; read the tool descriptions for the API."
@@ -549,15 +548,6 @@ def _progress_token(params: Mapping[str, Any] | None) -> Any:
     meta = (params or {}).get("_meta")
     token = meta.get("progressToken") if isinstance(meta, Mapping) else None
     return None if isinstance(token, bool) else token
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("codedesk")
-    except Exception:
-        return "0"
 
 
 def initialization_options(server: Server[Any]) -> Any:

@@ -70,6 +70,36 @@ async def test_a_remembered_builtin_listing_answers_the_first_tools_list_at_once
         assert second.bridge.running() == []  # answered before any server was up
 
 
+async def test_a_remembered_listing_starts_no_server(tmp_path) -> None:
+    """A runtime that remembers the built-in servers' tools starts none of them to check: six
+    servers starting at once took seconds of both cores from the first runs of a cold start.
+    They start when a script first calls them."""
+    from runtime.config import builtin_servers
+
+    cache = tmp_path / "tools.json"
+    async with Runtime(builtin_servers(), listing_cache=cache) as first:
+        await first.listed_tools()
+    async with Runtime(builtin_servers(), listing_cache=cache) as second:
+        await second.listed_tools()
+        await anyio.sleep(8)  # long enough for every server to have started and listed
+        assert second.bridge.running() == []
+        result = await second.run("js", {"code": 'await mcp.callTool("session", "timeline_query", {limit: 1}); 1'})
+        assert not result.is_error, result.content[0].text
+        assert second.bridge.running() == ["session"]
+
+
+def test_a_remembered_listing_counts_for_this_version_of_codedesk_only(tmp_path, monkeypatch) -> None:
+    """An upgrade may change what the same command serves: its listings are made afresh."""
+    from runtime import listing_cache, version
+
+    cache = tmp_path / "tools.json"
+    servers = {"test": TEST}
+    listing_cache.save(cache, servers, {"test": [{"name": "echo"}]})
+    assert listing_cache.load(cache, servers) == {"test": [{"name": "echo"}]}
+    monkeypatch.setattr(listing_cache, "version", lambda: version() + ".next")
+    assert listing_cache.load(cache, servers) == {}
+
+
 def test_a_runtime_that_may_not_write_the_data_directory_remembers_in_its_own_cache(tmp_path, monkeypatch) -> None:
     """The container's runtime is not root and does not own /data: it must still remember, in a
     folder of its own (run here as the unprivileged desktop user, over a root-owned data dir)."""
