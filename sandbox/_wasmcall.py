@@ -35,7 +35,7 @@ import ctypes
 import wasmtime
 from quickjs_rs import _engine
 from wasmtime import _ffi
-from wasmtime._func import enter_wasm
+from wasmtime._func import maybe_raise_last_exn
 
 from sandbox import _jsinterrupt
 from sandbox._jsimage import Image, from_image
@@ -135,38 +135,66 @@ def _signature(fn: wasmtime.Func, store: wasmtime.Store) -> tuple[tuple[int, ...
 _plain_c = _engine._Instance.c
 
 
+class _Call:
+    """One export of one instance, ready to call: its function, its signature and its argument and
+    result arrays, made once (an instance is driven by one thread at a time)."""
+
+    __slots__ = ("func", "kinds", "params", "results", "result_field")
+
+    def __init__(self, fn: wasmtime.Func, signature: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
+        kinds, result_kinds = signature
+        self.func = ctypes.byref(fn._func)  # keeps `fn` alive
+        self.kinds = tuple((kind, *_NUMBERS[kind]) for kind in kinds)
+        self.params = (_ffi.wasmtime_val_t * len(kinds))()
+        for slot, kind in zip(self.params, kinds):
+            slot.kind = kind
+        self.results = (_ffi.wasmtime_val_t * len(result_kinds))()
+        self.result_field = tuple(_NUMBERS[kind][0] for kind in result_kinds)
+
+
+def _prepared(self: Any, name: str) -> _Call | None:
+    calls = self.__dict__.setdefault("codedesk_calls", {})
+    call = calls.get(name, False)
+    if call is False:
+        fn = self._exports[name]
+        signature = _signatures.get(name, False)
+        if signature is False:
+            signature = _signatures[name] = _signature(fn, self.store)
+        call = calls[name] = None if signature is None else _Call(fn, signature)
+    return call
+
+
 def _c(self: Any, name: str, *args: Any) -> Any:
     """quickjs-rs's `_Instance.c` (call an export, this instance published as the active one for
     the host imports' trampolines), with numbers passed and read as wasmtime's C API has them."""
-    fn = self._exports[name]
-    signature = _signatures.get(name, False)
-    if signature is False:
-        signature = _signatures[name] = _signature(fn, self.store)
-    if signature is None or len(args) != len(signature[0]):
+    call = _prepared(self, name)
+    if call is None or len(args) != len(call.kinds):
         return _plain_c(self, name, *args)
-    kinds, result_kinds = signature
-    params = (_ffi.wasmtime_val_t * len(args))()
-    for i, (kind, value) in enumerate(zip(kinds, args)):
-        field, python_type = _NUMBERS[kind]
+    params = call.params
+    for i, ((_kind, field, python_type), value) in enumerate(zip(call.kinds, args)):
         if not isinstance(value, python_type):
             return _plain_c(self, name, *args)  # which refuses it as wasmtime-py does
-        params[i].kind = kind
         setattr(params[i].of, field, value)
-    results = (_ffi.wasmtime_val_t * len(result_kinds))()
-    prev = getattr(_engine._CUR, "inst", None)
-    _engine._CUR.inst = self
+    results = call.results
+    trap = ctypes.POINTER(_ffi.wasm_trap_t)()
+    current = _engine._CUR
+    prev = getattr(current, "inst", None)
+    current.inst = self
     try:
-        with enter_wasm(self.store) as trap:
-            error = _ffi.wasmtime_func_call(self.store._context(), ctypes.byref(fn._func), params, len(args),
-                                            results, len(result_kinds), trap)
-            if error:
-                raise wasmtime.WasmtimeError._from_ptr(error)
+        error = _ffi.wasmtime_func_call(self.store._context(), call.func, params, len(params), results,
+                                        len(results), ctypes.byref(trap))
     finally:
-        _engine._CUR.inst = prev
-    if not result_kinds:
+        current.inst = prev
+    if error or trap:  # as wasmtime-py's `enter_wasm`: a host function's own exception first
+        failure = wasmtime.WasmtimeError._from_ptr(error) if error else Trap._from_ptr(trap)
+        maybe_raise_last_exn()
+        raise failure
+    fields = call.result_field
+    if not fields:
         return None
-    values = [getattr(results[i].of, _NUMBERS[kind][0]) for i, kind in enumerate(result_kinds)]
-    return values[0] if len(values) == 1 else values
+    if len(fields) == 1:
+        return getattr(results[0].of, fields[0])
+    return [getattr(results[i].of, field) for i, field in enumerate(fields)]
 
 
 _engine._Instance.c = _c
