@@ -159,7 +159,6 @@ class RunRecorder:
         self._writer.record(Event(time.time(), self.run, 0, "run_end", controls=CONTROLS, detail=detail,
                                   error_kind="run" if result.is_error else None,
                                   error_message=text[:2000] if result.is_error else None))
-        self._writer.wake()  # a run's record is on disk moments after it answers, not at the next wake-up
 
 
 def _ms(started: float) -> float:
