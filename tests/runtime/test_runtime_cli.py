@@ -194,3 +194,22 @@ def test_fixture_client_survives_a_dead_runtime(workdir) -> None:
         with pytest.raises(MCPError):
             client.run_js("2")
         assert client.run_js("3").text == "3"
+
+
+def test_serving_collects_garbage_again_with_the_start_up_frozen() -> None:
+    """`codedesk serve` starts with the collector off; serving must turn it back on (a runtime
+    that never collected would keep every cycle its runs leave), with the start-up's objects
+    moved out of its sight."""
+    import gc
+
+    from runtime.server import heap_settled
+
+    frozen = gc.get_freeze_count()
+    gc.disable()
+    try:
+        heap_settled()
+        assert gc.isenabled()
+        assert gc.get_freeze_count() > frozen
+    finally:
+        gc.unfreeze()
+        gc.enable()
