@@ -17,7 +17,6 @@ import os
 import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any
 
 _STOP = object()
@@ -38,22 +37,15 @@ class RunThread:
             job = self._jobs.get()
             if job is _STOP:
                 return
-            fn, args, future = job
-            if future is not None and not future.set_running_or_notify_cancel():
-                continue
+            fn, args, waiting = job
             try:
                 result = fn(*args)
             except BaseException as exc:  # handed to the waiting caller
-                if future is not None:
-                    future.set_exception(exc)
+                if waiting is not None:
+                    _answer(waiting, None, exc)
             else:
-                if future is not None:
-                    future.set_result(result)
-
-    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
-        future: Future[Any] = Future()
-        self._jobs.put((fn, args, future))
-        return future
+                if waiting is not None:
+                    _answer(waiting, result, None)
 
     def post(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run `fn(*args)` after what is queued, with no one waiting for it."""
@@ -61,9 +53,19 @@ class RunThread:
 
     async def call(self, fn: Callable[..., Any], *args: Any, timeout: float) -> Any:
         """Await `fn(*args)` run on this thread; TimeoutError after `timeout` seconds (the
-        call goes on: `retire` the thread then). Cancelling the await leaves it running too."""
-        future = asyncio.wrap_future(self.submit(fn, *args))
-        return await asyncio.wait_for(asyncio.shield(future), timeout=max(0.0, timeout))
+        call goes on: `retire` the thread then). Cancelling the await leaves it running too.
+
+        The answer comes back as one callback on the loop into a future of its own (no
+        `concurrent.futures.Future`, `wrap_future`, `shield` and `wait_for` chained: a run makes
+        one such call per step, a tool call's answer another)."""
+        loop = asyncio.get_running_loop()
+        answer = loop.create_future()
+        self._jobs.put((fn, args, (loop, answer)))
+        expiry = loop.call_later(max(0.0, timeout), _expire, answer)
+        try:
+            return await answer
+        finally:
+            expiry.cancel()
 
     def stop(self, cleanup: Callable[[], Any] | None = None) -> None:
         """Run `cleanup` once the work in hand is done, then end the thread."""
@@ -83,6 +85,32 @@ class RunThread:
                 os.setpriority(os.PRIO_PROCESS, native_id, 19)
         except (AttributeError, OSError):  # not Linux, or not allowed: it keeps its priority
             pass
+
+
+def _answer(waiting: tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]], result: Any,
+            error: BaseException | None) -> None:
+    """From a run thread: settle a `RunThread.call`'s future on its loop (unless it stopped waiting)."""
+    loop, answer = waiting
+    try:
+        loop.call_soon_threadsafe(_settle, answer, result, error)
+    except RuntimeError:  # the loop is closed: nobody waits any more
+        pass
+
+
+def _settle(answer: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if answer.done():  # timed out, or the caller was cancelled
+        return
+    if error is not None:
+        if isinstance(error, StopIteration):  # which a future refuses to hold
+            error = RuntimeError(f"StopIteration raised on a run thread: {error!r}")
+        answer.set_exception(error)
+    else:
+        answer.set_result(result)
+
+
+def _expire(answer: asyncio.Future[Any]) -> None:
+    if not answer.done():
+        answer.set_exception(TimeoutError())
 
 
 class RunThreads:
