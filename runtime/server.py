@@ -554,8 +554,8 @@ def _progress_token(params: Mapping[str, Any] | None) -> Any:
 def heap_settled() -> None:
     """Once the serving process is set up: what it made so far (the SDK's and pydantic's objects,
     ours) lives as long as the process, so it is moved out of the garbage collector's sight, and
-    collection (off while `codedesk serve` started) resumes. Each collection then walks a run's
-    own objects, not the whole start-up's: the event loop's CPU for an empty run_js fell 15%."""
+    collection (off while `codedesk serve` started) resumes. Each collection then walks what the
+    runs made, not the whole start-up: the process's CPU for an empty run_js fell about 15%."""
     gc.freeze()
     gc.enable()
 
