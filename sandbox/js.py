@@ -71,6 +71,8 @@ _DEFAULT_HEAP_MB = JsLimits().heap_memory_max_mb
 _SWITCH_INTERVAL_SECONDS = 0.0005  # see JsEngine.__init__
 _MAX_RUN_THREADS = 64  # runs computing at once before they share threads
 _FLUSH_SECONDS = 0.25  # after a timeout, for the guest to hand over its last console lines
+_LEARN_RUNS = 5  # runs whose written pages are compared (see _PagesRunsWrite)
+_MAX_PREFAULT_PAGES = 64
 
 
 class JsEngine:
@@ -87,6 +89,7 @@ class JsEngine:
         self._closed = False
         self._maker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="js-vm-maker")
         self._threads = RunThreads(_MAX_RUN_THREADS, "js-run")
+        self._written = _PagesRunsWrite()
         _jsmodule.load()  # the compiled guest, from the disk cache (else 0.7 s of compiling)
         # and its pre-initialized image, here rather than first on the VM maker's thread, whose low
         # priority made a cold start's first run wait for it behind the imports of the process
@@ -123,6 +126,7 @@ class JsEngine:
                 if len(self._pool) >= self._pool_size:
                     return
             vm = _Vm(_DEFAULT_HEAP_MB)
+            vm.guest.prefault(self._written.pages)
             with self._lock:
                 self._pool.append(vm)
 
@@ -168,10 +172,41 @@ class JsEngine:
                 # The guest has not returned: its thread closes the VM when it does, then ends.
                 self._threads.retire(thread, run.close_vm)
             else:
-                thread.post(run.close_vm)  # the thread that used the VM closes it, off the answer's path
+                thread.post(self._close_vm, run)  # the thread that used the VM closes it, off the answer's path
                 self._threads.release(thread)
             if not self._closed:
                 self._maker.submit(self._refill)
+
+    def _close_vm(self, run: _JsRun) -> None:
+        if run.vm is not None:
+            self._written.learn(run.vm)
+        run.close_vm()
+
+
+class _PagesRunsWrite:
+    """The pages of the image's memory that every run writes, learned from the VMs of the first
+    runs (those each of them wrote): the VMs made ahead then have them copied before their run
+    (`GuestVm.prefault`), and an empty run makes no page fault. More than `_MAX_PREFAULT_PAGES`
+    (first runs that each wrote much) and none are."""
+
+    def __init__(self) -> None:
+        self.pages: frozenset[int] = frozenset()
+        self._common: frozenset[int] | None = None
+        self._runs = 0
+        self._lock = threading.Lock()
+
+    def learn(self, vm: _Vm) -> None:
+        """After a run, on its thread, before its VM is closed."""
+        if self._runs >= _LEARN_RUNS or not vm.from_image or vm.dead:
+            return
+        written = vm.guest.copied_pages()
+        with self._lock:
+            if self._runs >= _LEARN_RUNS:
+                return
+            self._common = written if self._common is None else self._common & written
+            self._runs += 1
+            if self._runs == _LEARN_RUNS and len(self._common) <= _MAX_PREFAULT_PAGES:
+                self.pages = self._common
 
 
 def _yield_to_runs() -> None:
@@ -192,6 +227,7 @@ class _Vm:
         self.run: _JsRun | None = None
         self.dead = False  # trapped or aborted: no more calls into it
         image = None if boot or heap_mb != _DEFAULT_HEAP_MB else _jsimage.image(_boot_for_image, _BOOT_SOURCE)
+        self.from_image = image is not None
         self.guest = GuestVm(heap_mb << 20, self._host, image)
         self.step_fn = self.deliver_fn = None
         try:
