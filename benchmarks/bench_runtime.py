@@ -4,7 +4,8 @@
 
 Figures (medians):
 - empty run_js through an MCP client  vs  a bare MCP echo call to the test server, back to
-  back and 50 ms apart
+  back and 50 ms apart. The test server serves on the project's stdio transport, as every
+  server of the project does; beside it, the same echo on the SDK's own (a plain SDK server)
 - one mcp.callTool round trip inside a script  vs  a direct client call to the test server
 - 100 calls in Promise.all (end to end, and inside the script)  vs  100 concurrent bare calls
 - empty run_py through an MCP client
@@ -86,6 +87,7 @@ async def main(quick: bool) -> None:
         env.pop("CODEDESK_CONFIG", None)
         async with AsyncExitStack() as stack:
             bare = await connect(stack, sys.executable, [str(TEST_SERVER)])
+            sdk = await connect(stack, sys.executable, [str(TEST_SERVER), "--sdk-stdio"])
             runtime = await connect(stack, CODEDESK, ["serve", "--config", str(config)], env)
 
             async def bare_echo() -> None:
@@ -99,6 +101,9 @@ async def main(quick: bool) -> None:
             echo_ms = await median_ms(bare_echo, runs)
             empty_js_ms = await median_ms(lambda: run_js(""), runs)
             line("empty run_js via MCP client", empty_js_ms, echo_ms, budget="(budget <= 1.2x)")
+            sdk_echo_ms = await median_ms(lambda: sdk.call_tool("echo", {"text": "x"}), runs)
+            line("", empty_js_ms, sdk_echo_ms,
+                 budget="(baseline: the same echo on the SDK's own stdio transport)")
             # Back to back, each run also pays for making the next run's VM on a busy machine;
             # an agent's runs come seconds apart, and find the VM made.
             spaced = max(10, runs // 4)

@@ -13,17 +13,26 @@ no single result ends a server.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import fcntl
 import logging
 import os
+import stat
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, NoReturn
 
 import anyio
+import mcp_types as types
 from mcp.server.stdio import stdio_server
+from mcp.shared._context_streams import create_context_streams
+from mcp.shared.message import SessionMessage
 
 from capabilities import wire
 from capabilities.contract import ToolError, failure
+
+_MAX_LINE = 1 << 30  # one message; the SDK's stdio reads lines of any length
 
 
 def run_server(server: Any, notification_options: Any = None) -> NoReturn:
@@ -34,12 +43,95 @@ def run_server(server: Any, notification_options: Any = None) -> NoReturn:
     guard(server)
 
     async def serve_stdio() -> None:
-        async with stdio_server() as (read_stream, write_stream):
+        async with stdio_transport() as (read_stream, write_stream):
             await server.run(wire.ReadableStream(read_stream), wire.SendableStream(write_stream),
                              server.create_initialization_options(notification_options))
 
     serve(lambda: anyio.run(serve_stdio))
     exit_now()
+
+
+@contextlib.asynccontextmanager
+async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
+    """The process's stdin and stdout as an MCP transport: the read and write streams a server's
+    `run` takes, one JSON-RPC message a line, as the SDK's `stdio_server`. While it serves, fd 0
+    reads the null device and fd 1 writes to stderr, so what a child or a stray print writes
+    misses the wire; both are restored after.
+
+    When both are pipes or sockets (a client's pipes, always), the event loop reads and writes
+    them itself. The SDK's reads each line and writes and flushes each message in a worker
+    thread, three thread round trips a request. On a terminal or a file, the SDK's serves."""
+    if not (_is_pipe(0) and _is_pipe(1)):
+        async with stdio_server() as streams:
+            yield streams
+        return
+    loop = asyncio.get_running_loop()
+    wire_in = _claim(0, os.open(os.devnull, os.O_RDONLY))
+    wire_out = _claim(1, os.dup(2))
+    reader = asyncio.StreamReader(limit=_MAX_LINE)
+    # the transports close their own copies (the reader's at end of input)
+    read_pipe, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
+                                                os.fdopen(_copy(wire_in), "rb", buffering=0))
+    write_pipe, flow = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin,
+                                                     os.fdopen(_copy(wire_out), "wb", buffering=0))
+    writer = asyncio.StreamWriter(write_pipe, flow, None, loop)
+    read_send, read_receive = create_context_streams[SessionMessage | Exception](0)
+    write_send, write_receive = create_context_streams[SessionMessage](0)
+
+    async def read_lines() -> None:
+        async with read_send:
+            while line := await reader.readline():
+                try:
+                    message = types.jsonrpc_message_adapter.validate_json(line.decode("utf-8", "replace"),
+                                                                         by_name=False)
+                except Exception as exc:  # the server answers a message it cannot parse
+                    await read_send.send(exc)
+                    continue
+                await read_send.send(SessionMessage(message))
+
+    async def write_messages() -> None:
+        async with write_receive:
+            async for item in write_receive:
+                writer.write(item.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n")
+                await writer.drain()
+
+    try:
+        async with anyio.create_task_group() as writing:
+            writing.start_soon(write_messages)
+            async with anyio.create_task_group() as reading:
+                reading.start_soon(read_lines)
+                try:
+                    yield read_receive, write_send
+                finally:
+                    reading.cancel_scope.cancel()
+            write_send.close()  # the writer sends what is queued, then ends
+    finally:
+        read_pipe.close()
+        write_pipe.close()
+        for fd, wire_fd in ((0, wire_in), (1, wire_out)):
+            os.dup2(wire_fd, fd)
+            os.close(wire_fd)
+
+
+def _is_pipe(fd: int) -> bool:
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+def _claim(fd: int, diversion: int) -> int:
+    """A private descriptor for what `fd` is, with `fd` pointed at `diversion` meanwhile."""
+    private = _copy(fd)
+    os.dup2(diversion, fd)
+    os.close(diversion)
+    return private
+
+
+def _copy(fd: int) -> int:
+    """A duplicate of `fd`, close-on-exec, above the standard three."""
+    return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
 
 
 def guard(server: Any) -> Any:

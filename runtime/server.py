@@ -572,12 +572,12 @@ async def serve_stdio(servers: Mapping[str, ServerConfig], start_servers: bool =
     With `start_servers`, the capability servers start right away in the background instead
     of on first use.
     """
-    from mcp.server.stdio import stdio_server
+    from capabilities.stdio import stdio_transport
 
     async with Runtime(servers, start_servers=start_servers, policy=policy) as runtime:
         server = build_server(runtime)
         heap_settled()
-        async with stdio_server() as (read_stream, write_stream):
+        async with stdio_transport() as (read_stream, write_stream):
             await server.run(wire.ReadableStream(read_stream), wire.SendableStream(write_stream),
                              initialization_options(server))
 

@@ -15,7 +15,9 @@ Tools:
 It serves through the capability servers' own stdio entry (`capabilities.stdio.run_server`), so
 that entry's guards are what the tests meet.
 
-Run: `python tests/mcp_test_server.py` (or `python -m tests.mcp_test_server`).
+Run: `python tests/mcp_test_server.py` (or `python -m tests.mcp_test_server`); with
+`--sdk-stdio` it serves on the SDK's own stdio transport instead (the benchmarks' plain SDK
+server).
 """
 
 from __future__ import annotations
@@ -123,7 +125,24 @@ def build_server() -> Server[Any]:
     return Server("codedesk-test", version="1", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
+def serve_on_the_sdks_stdio() -> None:
+    """Serve on the SDK's own stdio transport, without the project's: a plain SDK server, the
+    benchmarks' reference."""
+    from mcp.server.stdio import stdio_server
+
+    server = build_server()
+
+    async def serve() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(serve)
+
+
 if __name__ == "__main__":
+    if "--sdk-stdio" in sys.argv[1:]:
+        serve_on_the_sdks_stdio()
+        sys.exit(0)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: find capabilities
     from capabilities.stdio import run_server
 

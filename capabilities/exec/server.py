@@ -24,14 +24,13 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
 from pydantic import BaseModel, ValidationError
 
 from capabilities.session import data_dir
 
 from capabilities.contract import ToolError, ToolRegistry, ToolSpec, success
 from capabilities import wire
-from capabilities.stdio import exit_now, guard
+from capabilities.stdio import exit_now, guard, stdio_transport
 
 from .errors import ExecError, StoreUnavailable
 from .log_store import SEARCH_SECONDS, CommandRecord, LogStore, pattern_too_slow
@@ -202,15 +201,16 @@ async def serve_stdio() -> None:
         async def stop_on_signal() -> None:
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
                 async for _ in signals:
-                    # The stdin reader sits in a thread that cancellation cannot stop, so
-                    # end the commands here and leave without waiting for it.
+                    # The stdin reader may sit in a thread that cancellation cannot stop (the
+                    # SDK's transport, on a terminal), so end the commands here and leave
+                    # without waiting for it.
                     with anyio.CancelScope(shield=True):
                         for table in tables:
                             await table.stop_all()
                     exit_now()
 
         tg.start_soon(stop_on_signal)
-        async with stdio_server() as (read_stream, write_stream):
+        async with stdio_transport() as (read_stream, write_stream):
             await server.run(read_stream, wire.SendableStream(write_stream), server.create_initialization_options())
         tg.cancel_scope.cancel()
 
