@@ -109,6 +109,7 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
         read_pipe.close()
         write_pipe.close()
         for fd, wire_fd in ((0, wire_in), (1, wire_out)):
+            os.set_blocking(wire_fd, True)  # as it was: the transports made it non-blocking
             os.dup2(wire_fd, fd)
             os.close(wire_fd)
 

@@ -195,9 +195,11 @@ def _serve(args: argparse.Namespace) -> int:
     import anyio
 
     if args.http is None:
+        from capabilities.stdio import serve
         from runtime.server import serve_stdio
 
-        anyio.run(partial(serve_stdio, policy=policy), servers, args.start_servers)
+        # the client closing the pipes is the normal end: status 0, no traceback
+        serve(lambda: anyio.run(partial(serve_stdio, policy=policy), servers, args.start_servers))
         return 0
     from runtime.server import serve_http
 
