@@ -13,6 +13,8 @@ import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from tests.fixtures.stdio import INITIALIZE
+
 ROOT = Path(__file__).resolve().parents[2]
 
 NOISY_SERVER = f"""
@@ -36,10 +38,6 @@ async def call_tool(ctx, params):
 
 run_server(Server("noisy", version="1", on_list_tools=list_tools, on_call_tool=call_tool))
 """
-
-INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}
-
 
 def test_what_handlers_and_children_write_misses_the_wire(tmp_path: Path) -> None:
     """A handler's print and raw write to fd 1 and a child's output go to stderr, a child reading

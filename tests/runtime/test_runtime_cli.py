@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
@@ -200,32 +199,16 @@ def test_fixture_client_survives_a_dead_runtime(workdir) -> None:
 def test_a_runtime_whose_client_closed_its_pipes_exits_quietly(workdir) -> None:
     """The client going away (its end of stdout closed, then stdin) ends `codedesk serve` with
     status 0 and no traceback, as it ends every capability server."""
-    import json
+    from tests.fixtures.stdio import client_leaves
 
     _, env = workdir
-    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}
-    serve = subprocess.Popen([CODEDESK, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=env)
-    try:
-        serve.stdin.write((json.dumps(initialize) + "\n").encode())
-        serve.stdin.flush()
-        assert b'"result"' in serve.stdout.readline()
-        serve.stdout.close()  # the answer to the next request finds no reader
-        serve.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n'
-                          b'{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": '
-                          b'{"name": "run_js", "arguments": {"code": "1"}}}\n')
-        serve.stdin.flush()
-        time.sleep(2)  # answered into the closed pipe
-        serve.stdin.close()
-        assert serve.wait(timeout=60) == 0
-        stderr = serve.stderr.read().decode()
-        assert "Traceback" not in stderr and "Error" not in stderr, stderr
-    finally:
-        if serve.poll() is None:
-            serve.kill()
-            serve.wait()
-        serve.stderr.close()
+    status, stderr = client_leaves(
+        [CODEDESK, "serve"], env,
+        b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n'
+        b'{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "run_js", "arguments": {"code": "1"}}}\n',
+        pause=2)  # answered into the closed pipe
+    assert status == 0
+    assert "Traceback" not in stderr and "Error" not in stderr, stderr
 
 
 def test_serving_collects_garbage_again_with_the_start_up_frozen() -> None:

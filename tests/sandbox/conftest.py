@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,3 +129,22 @@ class LineRecorder:
 def line_recorder() -> LineRecorder:
     return LineRecorder()
 
+
+async def cut_off(start: Callable[..., Awaitable[Any]], tools: ToolHost, how: str, timeout_seconds: float) -> None:
+    """End a run whose call hangs, `how`: at its timeout (`start(timeout_seconds=...)`), or by
+    its caller giving up (`start()`, cancelled once the call started); then wait for the call to
+    be done cancelling (the caller's cancel leaves it to finish unwaited-for)."""
+    if how == "timeout":
+        result = await start(timeout_seconds=timeout_seconds)
+        assert result.error.kind == "timeout"
+        return
+    task = asyncio.ensure_future(start())
+    while not tools.started:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for _ in range(100):
+        if tools.tidied:
+            break
+        await asyncio.sleep(0.01)

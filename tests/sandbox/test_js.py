@@ -9,7 +9,7 @@ import pytest
 
 from sandbox import JsEngine, JsLimits, LimitsError
 
-from .conftest import PNG_1PX, ToolHost
+from .conftest import PNG_1PX, ToolHost, cut_off
 
 pytestmark = pytest.mark.anyio
 
@@ -458,20 +458,7 @@ async def test_a_call_cut_off_is_cancelled_once_and_may_finish_cancelling(js_eng
     """A call in flight when its run ends is cancelled once: a second cancel would cut short its
     cancelling (notifications/cancelled to its server), and the work would go on there."""
     code = "await mcp.callTool('t', 'hang', {tag: 'once', tidy_seconds: 0.3});"
-    if how == "timeout":
-        result = await run(js_engine, tools, code, timeout_seconds=1)
-        assert result.error.kind == "timeout"
-    else:
-        task = asyncio.ensure_future(run(js_engine, tools, code))
-        while not tools.started:
-            await asyncio.sleep(0.01)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        for _ in range(100):  # the run's own cancel leaves the call to finish unwaited-for
-            if tools.tidied:
-                break
-            await asyncio.sleep(0.01)
+    await cut_off(lambda **limits: run(js_engine, tools, code, **limits), tools, how, timeout_seconds=1)
     assert tools.cancelled == ["once"]
     assert tools.tidied == ["once"]
 

@@ -10,7 +10,7 @@ import pytest
 
 from sandbox import LimitsError, PyEngine, PyLimits
 
-from .conftest import PNG_1PX, ToolHost
+from .conftest import PNG_1PX, ToolHost, cut_off
 
 pytestmark = pytest.mark.anyio
 
@@ -203,20 +203,7 @@ async def test_a_call_cut_off_is_cancelled_once_and_may_finish_cancelling(py_eng
     it again, or the call's cancelling (notifications/cancelled to its server) is cut short and
     the work goes on in the server."""
     code = "mcp.call_tool('t', 'hang', {'tag': 'once', 'tidy_seconds': 0.3})"
-    if how == "timeout":
-        result = await run(py_engine, tools, code, timeout_seconds=2)
-        assert result.error.kind == "timeout"
-    else:
-        task = asyncio.ensure_future(run(py_engine, tools, code))
-        while not tools.started:
-            await asyncio.sleep(0.01)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        for _ in range(100):
-            if tools.tidied:
-                break
-            await asyncio.sleep(0.01)
+    await cut_off(lambda **limits: run(py_engine, tools, code, **limits), tools, how, timeout_seconds=2)
     assert tools.cancelled == ["once"]
     assert tools.tidied == ["once"]
 
