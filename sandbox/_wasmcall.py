@@ -244,8 +244,6 @@ class GuestVm:
                 self._numbers = {int(k.removeprefix("number:")): v for k, v in image.handles.items()
                                  if k.startswith("number:")}
             inst.codedesk_well_formed = self._well_formed._require_live()
-            for name in list(_signatures):  # the calls earlier VMs made, ready before this one runs
-                _prepared(inst, name)
         except BaseException:
             self.close()
             raise
@@ -388,10 +386,13 @@ class GuestVm:
         return frozenset(i for i, (entry,) in enumerate(struct.iter_unpack("<Q", entries))
                          if entry >> 63 and not (entry >> 61) & 1)
 
-    def prefault(self, pages: frozenset[int]) -> None:
-        """Write these pages of linear memory with their own bytes (a page past its size is
-        skipped): their copies are made now rather than when the guest first writes them. Only
-        from the thread that owns the VM, while no call into it runs."""
+    def make_ready(self, pages: frozenset[int]) -> None:
+        """Before the VM's run, on the thread that made it: the calls earlier VMs made looked up,
+        and these pages of linear memory written with their own bytes (a page past its size is
+        skipped), their copies made now rather than when the guest first writes them."""
+        inst = self._ctx._inst
+        for name in list(_signatures):
+            _prepared(inst, name)
         base, count = self._memory_address(), self.memory_bytes() // _PAGE
         for page in pages:
             if page < count:

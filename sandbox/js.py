@@ -126,7 +126,7 @@ class JsEngine:
                 if len(self._pool) >= self._pool_size:
                     return
             vm = _Vm(_DEFAULT_HEAP_MB)
-            vm.guest.prefault(self._written.pages)
+            vm.guest.make_ready(self._written.pages)
             with self._lock:
                 self._pool.append(vm)
 
@@ -186,7 +186,7 @@ class JsEngine:
 class _PagesRunsWrite:
     """The pages of the image's memory that every run writes, learned from the VMs of the first
     runs (those each of them wrote): the VMs made ahead then have them copied before their run
-    (`GuestVm.prefault`), and an empty run makes no page fault. More than `_MAX_PREFAULT_PAGES`
+    (`GuestVm.make_ready`), and an empty run makes no page fault. More than `_MAX_PREFAULT_PAGES`
     (first runs that each wrote much) and none are."""
 
     def __init__(self) -> None:

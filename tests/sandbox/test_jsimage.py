@@ -62,7 +62,7 @@ def test_pages_written_ahead_are_copied_and_keep_their_bytes() -> None:
         before = memory()
         pages = frozenset(range(0, guest.memory_bytes() // mmap.PAGESIZE, 7))
         assert not pages <= guest.copied_pages()
-        guest.prefault(pages | {10**9})  # a page past the memory's end is skipped
+        guest.make_ready(pages | {10**9})  # a page past the memory's end is skipped
         assert pages <= guest.copied_pages()
         assert memory() == before
     finally:
