@@ -67,7 +67,7 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
         return
     loop = asyncio.get_running_loop()
     wire_in = _claim(0, os.open(os.devnull, os.O_RDONLY))
-    wire_out = _claim(1, os.dup(2))
+    wire_out = _claim(1, _stderr_or_null())
     reader = asyncio.StreamReader(limit=_MAX_LINE)
     # the transports close their own copies (the reader's at end of input)
     read_pipe, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
@@ -120,6 +120,14 @@ def _is_pipe(fd: int) -> bool:
     except OSError:
         return False
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+def _stderr_or_null() -> int:
+    """Where fd 1 writes while serving: stderr, or the null device when there is none."""
+    try:
+        return os.dup(2)
+    except OSError:
+        return os.open(os.devnull, os.O_WRONLY)
 
 
 def _claim(fd: int, diversion: int) -> int:
