@@ -26,6 +26,8 @@ from typing import Any, NoReturn
 import anyio
 import mcp_types as types
 from mcp.server.stdio import stdio_server
+from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
 
@@ -56,13 +58,15 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
     """The process's stdin and stdout as an MCP transport: the read and write streams a server's
     `run` takes, one JSON-RPC message a line, as the SDK's `stdio_server`. While it serves, fd 0
     reads the null device and fd 1 writes to stderr, so what a child or a stray print writes
-    misses the wire; both are restored after.
+    misses the wire; both are restored after. At the end of input, the requests already read are
+    answered before the read stream ends (`_InFlight`).
 
     When both are pipes or sockets (a client's pipes, always), the event loop reads and writes
     them itself. The SDK's reads each line and writes and flushes each message in a worker
     thread, three thread round trips a request. On a terminal or a file, the SDK's serves."""
+    in_flight = _InFlight()
     if not (_is_pipe(0) and _is_pipe(1)):
-        async with stdio_server() as streams:
+        async with stdio_server() as (read, write), _draining(read, write, in_flight) as streams:
             yield streams
         return
     loop = asyncio.get_running_loop()
@@ -87,11 +91,14 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
                 except Exception as exc:  # the server answers a message it cannot parse
                     await read_send.send(exc)
                     continue
+                in_flight.read(message)
                 await read_send.send(SessionMessage(message))
+            await in_flight.answered()
 
     async def write_messages() -> None:
         async with write_receive:
             async for item in write_receive:
+                in_flight.wrote(item.message)
                 writer.write(item.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n")
                 await writer.drain()
 
@@ -112,6 +119,77 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
             os.set_blocking(wire_fd, True)  # as it was: the transports made it non-blocking
             os.dup2(wire_fd, fd)
             os.close(wire_fd)
+
+
+class _InFlight:
+    """The client's requests the server has not answered yet. A client may send its requests and
+    close its end at once (`serve < requests.jsonl`, a pipe): the SDK's server stops at the end of
+    input and cancels what it is handling, so the input is held open until those are answered.
+    Not a request the client cancelled (never answered), nor once the server waits on the client
+    itself (an elicitation), which can no longer answer."""
+
+    def __init__(self) -> None:
+        self.client: set[Any] = set()
+        self.server: set[Any] = set()  # the server's own requests awaiting the client's answer
+        self._changed = anyio.Event()
+
+    def read(self, message: Any) -> None:
+        if isinstance(message, types.JSONRPCRequest):
+            self.client.add(coerce_request_id(message.id))
+        elif isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)):
+            self._settle(self.server, message.id)
+        elif message.method == "notifications/cancelled":
+            self._settle(self.client, cancelled_request_id_from_params(message.params))
+
+    def wrote(self, message: Any) -> None:
+        if isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)):
+            self._settle(self.client, message.id)
+        elif isinstance(message, types.JSONRPCRequest):
+            self.server.add(coerce_request_id(message.id))
+            self._changed.set()
+
+    def _settle(self, ids: set[Any], request_id: Any) -> None:
+        request_id = None if request_id is None else coerce_request_id(request_id)
+        if request_id in ids:
+            ids.discard(request_id)
+            self._changed.set()
+
+    async def answered(self) -> None:
+        """Once the input has ended: wait until every request read is answered."""
+        while self.client and not self.server:
+            await self._changed.wait()
+            self._changed = anyio.Event()
+
+
+@contextlib.asynccontextmanager
+async def _draining(read: Any, write: Any, in_flight: _InFlight) -> AsyncIterator[tuple[Any, Any]]:
+    """A transport's streams relayed through `in_flight`, for the SDK's stdio transport."""
+    read_send, read_receive = create_context_streams[SessionMessage | Exception](0)
+    write_send, write_receive = create_context_streams[SessionMessage](0)
+
+    async def relay_in() -> None:
+        async with read_send:
+            async for item in read:
+                if isinstance(item, SessionMessage):
+                    in_flight.read(item.message)
+                await read_send.send(item)
+            await in_flight.answered()
+
+    async def relay_out() -> None:
+        async with write, write_receive:
+            async for item in write_receive:
+                in_flight.wrote(item.message)
+                await write.send(item)
+
+    async with anyio.create_task_group() as writing:
+        writing.start_soon(relay_out)
+        async with anyio.create_task_group() as reading:
+            reading.start_soon(relay_in)
+            try:
+                yield read_receive, write_send
+            finally:
+                reading.cancel_scope.cancel()
+        write_send.close()  # the relay sends what is queued, then ends
 
 
 def _is_pipe(fd: int) -> bool:

@@ -67,17 +67,49 @@ def test_what_handlers_and_children_write_misses_the_wire(tmp_path: Path) -> Non
     assert stray.count("stray print") == 3 and stray.count("stray write") == 3 and stray.count("stray child") == 3
 
 
+def _requests(*messages: dict) -> bytes:
+    notified = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    return b"".join(json.dumps(message).encode() + b"\n" for message in (INITIALIZE, notified, *messages))
+
+
+DELAY = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "delay", "arguments": {"seconds": 1}}}
+LIST = {"jsonrpc": "2.0", "id": "3", "method": "tools/list"}
+
+
+def _answered(replies: dict) -> None:
+    assert replies[1]["result"]["serverInfo"]["name"] == "codedesk-test"
+    assert replies[2]["result"]["content"][0]["text"], replies[2]
+    assert "echo" in [tool["name"] for tool in replies["3"]["result"]["tools"]]
+
+
+def test_requests_sent_before_the_end_of_input_are_answered() -> None:
+    """A client that writes its requests and closes its end at once gets every answer, the slow
+    one included, before the server stops."""
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "mcp_test_server.py")],
+                          input=_requests(DELAY, LIST), capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    _answered({reply["id"]: reply for reply in map(json.loads, done.stdout.splitlines())})
+
+
+def test_a_request_cancelled_before_the_end_of_input_is_not_waited_for() -> None:
+    """A cancelled request is never answered: the server does not wait for it at the end of input."""
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "2"}}
+    long_delay = {**DELAY, "params": {"name": "delay", "arguments": {"seconds": 600}}}
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "mcp_test_server.py")],
+                          input=_requests(long_delay, LIST, cancel), capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    replies = {reply["id"]: reply for reply in map(json.loads, done.stdout.splitlines())}
+    assert 2 not in replies and "echo" in [tool["name"] for tool in replies["3"]["result"]["tools"]]
+
+
 def test_on_files_rather_than_pipes_the_sdk_transport_serves(tmp_path: Path) -> None:
-    """Requests read from a file and answers written to one: served all the same."""
+    """Requests read from a file and answers written to one (the SDK's transport serves): every
+    request is answered before the server stops at the end of the file."""
     requests = tmp_path / "requests.jsonl"
-    requests.write_text(json.dumps(INITIALIZE) + "\n"
-                        + json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n"
-                        + json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}) + "\n")
+    requests.write_bytes(_requests(DELAY, LIST))
     answers = tmp_path / "answers.jsonl"
     with requests.open("rb") as stdin, answers.open("wb") as stdout:
         done = subprocess.run([sys.executable, str(ROOT / "tests" / "mcp_test_server.py")], stdin=stdin,
                               stdout=stdout, stderr=subprocess.PIPE, timeout=60)
     assert done.returncode == 0, done.stderr.decode()
-    replies = {reply["id"]: reply for reply in map(json.loads, answers.read_text().splitlines())}
-    assert replies[1]["result"]["serverInfo"]["name"] == "codedesk-test"
-    assert "echo" in [tool["name"] for tool in replies[2]["result"]["tools"]]
+    _answered({reply["id"]: reply for reply in map(json.loads, answers.read_text().splitlines())})
