@@ -35,13 +35,12 @@ import anyio
 import anyio.abc
 import mcp_types as types
 from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
 from capabilities import wire
 
 from .config import HttpServer, ServerConfig, StdioServer
-from .launch import server_account, server_command, server_environment, spawned_stdio_client
+from .launch import child_stdio_client, server_account, server_command, server_environment, spawned_stdio_client
 
 logger = logging.getLogger(__name__)
 
@@ -304,11 +303,7 @@ class _Link:
                 # A runtime that is not root: the session supervisor starts it (launch.py).
                 return spawned_stdio_client(account.launcher, command, args,
                                             server_environment(account, self.config.env), cwd, errlog)
-            params = StdioServerParameters(
-                command=command, args=args, cwd=cwd,
-                env=server_environment(account, self.config.env),
-            )
-            return stdio_client(params, errlog=errlog)
+            return child_stdio_client(command, args, server_environment(account, self.config.env), cwd, errlog)
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 

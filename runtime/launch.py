@@ -19,6 +19,7 @@ So, whichever server it is (built-in or from the config):
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -27,13 +28,15 @@ import shutil
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
+from mcp.client.stdio import FORCE_KILL_TIMEOUT, PROCESS_TERMINATION_TIMEOUT, get_default_environment
+from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
 from capabilities import wire
@@ -59,6 +62,7 @@ SPAWN_WAIT_SECONDS = 60.0
 """How long a server start waits for the spawn service to appear (the session is starting)."""
 SPAWN_EXIT_WAIT_SECONDS = 2.0
 """After closing a server's stdin, how long to wait for it to exit before it is stopped."""
+_PIPE_BYTES = 1 << 20  # a server's stdout pipe and one read of it (Linux lets a user have 1 MiB)
 
 
 class LaunchError(RuntimeError):
@@ -158,45 +162,101 @@ async def spawned_stdio_client(
     service's connection stays open while the server lives and stops it when closed.
     Yields `(read_stream, write_stream)` as `mcp.client.stdio.stdio_client` does."""
     conn = await _connect_launcher(launcher)
-    in_r, in_w = os.pipe2(os.O_CLOEXEC)
-    out_r, out_w = os.pipe2(os.O_CLOEXEC)
     try:
-        request = json.dumps({"argv": [command, *args], "env": env, "cwd": cwd}).encode() + b"\n"
+        (in_r, in_w), (out_r, out_w) = _server_pipes()
         try:
-            socket.send_fds(conn, [request], [in_r, out_w, errlog.fileno()])
-            reply = await _read_reply(conn)
-        except OSError as exc:
-            raise LaunchError(f"the spawn service at {launcher} failed while starting {command}: {exc}") from exc
-        if not reply.get("ok"):
-            raise LaunchError(f"the spawn service at {launcher} refused to start {command}: "
-                              f"{reply.get('error') or reply}")
+            request = json.dumps({"argv": [command, *args], "env": env, "cwd": cwd}).encode() + b"\n"
+            try:
+                socket.send_fds(conn, [request], [in_r, out_w, errlog.fileno()])
+                reply = await _read_reply(conn)
+            except OSError as exc:
+                raise LaunchError(f"the spawn service at {launcher} failed while starting {command}: {exc}") from exc
+            if not reply.get("ok"):
+                raise LaunchError(f"the spawn service at {launcher} refused to start {command}: "
+                                  f"{reply.get('error') or reply}")
+        except BaseException:
+            for fd in (in_w, out_r):
+                os.close(fd)
+            raise
+        finally:
+            os.close(in_r)
+            os.close(out_w)
+
+        async def stopped() -> None:
+            with anyio.move_on_after(SPAWN_EXIT_WAIT_SECONDS):
+                await _read_reply(conn)
+
+        async with pipe_client(in_w, out_r, command, stopped) as streams:
+            yield streams
+    finally:
+        conn.close()
+
+
+@asynccontextmanager
+async def child_stdio_client(
+    command: str, args: list[str], env: dict[str, str], cwd: str | None, errlog: TextIO = sys.stderr,
+) -> AsyncIterator[tuple[Any, Any]]:
+    """An MCP stdio transport to a server this runtime starts as its own child, as the SDK's
+    `stdio_client` does (the SDK's environment defaults under `env`, a session of its own, so
+    its whole process group is stopped at the end), on `pipe_client`."""
+    (in_r, in_w), (out_r, out_w) = _server_pipes()
+    try:
+        process = await anyio.open_process([command, *args], stdin=in_r, stdout=out_w, stderr=errlog,
+                                           env=get_default_environment() | env, cwd=cwd, start_new_session=True)
     except BaseException:
         for fd in (in_w, out_r):
             os.close(fd)
-        conn.close()
         raise
     finally:
         os.close(in_r)
         os.close(out_w)
+
+    async def stopped() -> None:
+        with anyio.move_on_after(PROCESS_TERMINATION_TIMEOUT):
+            await process.wait()
+        if process.returncode is None:
+            await terminate_posix_process_tree(process, FORCE_KILL_TIMEOUT)
+        await process.aclose()
+
+    async with pipe_client(in_w, out_r, command, stopped) as streams:
+        yield streams
+
+
+def _server_pipes() -> tuple[tuple[int, int], tuple[int, int]]:
+    """The pipes of a server's stdin and stdout, close-on-exec; its stdout's as large as the
+    system allows a user (a result of megabytes crosses in fewer reads)."""
+    stdin = os.pipe2(os.O_CLOEXEC)
+    stdout = os.pipe2(os.O_CLOEXEC)
+    try:
+        fcntl.fcntl(stdout[0], fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+    except (OSError, AttributeError):
+        pass  # the default size
+    return stdin, stdout
+
+
+@asynccontextmanager
+async def pipe_client(in_w: int, out_r: int, command: str,
+                      stopped: Callable[[], Awaitable[None]]) -> AsyncIterator[tuple[Any, Any]]:
+    """The MCP streams over a started server's stdin (`in_w`) and stdout (`out_r`), which it owns
+    and closes. At the end it ends the server the MCP way: what was accepted is flushed, its
+    stdin is closed, and `stopped()` waits for it to exit (or stops it)."""
     os.set_blocking(in_w, False)
     os.set_blocking(out_r, False)
-
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
 
     async def stdout_reader() -> None:
+        lines = LineSplitter()
         async with read_writer:
-            buffer = b""
             while True:
                 await anyio.wait_readable(out_r)
                 try:
-                    chunk = os.read(out_r, 65536)
+                    chunk = os.read(out_r, _PIPE_BYTES)
                 except BlockingIOError:
                     continue
                 if not chunk:
                     return
-                *lines, buffer = (buffer + chunk).split(b"\n")
-                for line in lines:
+                for line in lines.feed(chunk):
                     try:
                         message: SessionMessage | Exception = SessionMessage(wire.parse_message(line))
                     except ValueError as exc:
@@ -237,8 +297,6 @@ async def spawned_stdio_client(
                 yield read_stream, write_stream
             finally:
                 with anyio.CancelScope(shield=True):
-                    # The MCP way to end a stdio server: close its stdin, give it time to exit;
-                    # closing the service's connection then stops it if it has not.
                     write_stream.close()
                     with anyio.move_on_after(0.5):
                         await writer_done.wait()
@@ -246,16 +304,32 @@ async def spawned_stdio_client(
                     await writer_done.wait()
                     os.close(in_w)
                     in_w = -1
-                    with anyio.move_on_after(SPAWN_EXIT_WAIT_SECONDS):
-                        await _read_reply(conn)
+                    await stopped()
                 tg.cancel_scope.cancel()
     finally:
         if in_w >= 0:
             os.close(in_w)
         os.close(out_r)
-        conn.close()
         for stream in (read_stream, write_stream, read_writer, write_reader):
             stream.close()
+
+
+class LineSplitter:
+    """Whole lines out of the chunks read from a pipe, in time linear in their length: a line of
+    megabytes comes in hundreds of chunks, and joining each to what came before (as the SDK's
+    client does) copies it again for every chunk."""
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        *complete, rest = chunk.split(b"\n")
+        if complete:
+            complete[0] = b"".join((*self._parts, complete[0]))
+            self._parts.clear()
+        if rest:
+            self._parts.append(rest)
+        return complete
 
 
 async def _connect_launcher(launcher: Path) -> socket.socket:

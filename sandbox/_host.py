@@ -37,6 +37,7 @@ from sandbox.result import (
     OnConsole,
     RunError,
     call_line,
+    json_text,
     well_formed,
 )
 
@@ -199,7 +200,7 @@ def _listing_text(listing: Any) -> _JsonText:
     shared event loop serialize half a megabyte each time."""
     global _last_listing
     if _last_listing is None or _last_listing[0] is not listing:
-        text = well_formed(json.dumps(listing, ensure_ascii=False, allow_nan=False))
+        text = json_text(listing)
         _last_listing = (listing, _JsonText(text))  # holds the listing, so `is` stays meaningful
     return _last_listing[1]
 
@@ -242,7 +243,7 @@ class ToolBridge:
         try:
             # into the guest as UTF-8: a lone surrogate in a result (a bridge error's text, a
             # listing) would fail the crossing, so it becomes U+FFFD
-            text = well_formed(json.dumps(event, ensure_ascii=False, allow_nan=False))
+            text = json_text(event)
         except (TypeError, ValueError) as exc:
             text = json.dumps({"id": event["id"], "name": "BridgeError",
                                "error": f"the result is not JSON-serialisable: {exc}"})

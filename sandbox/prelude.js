@@ -33,6 +33,7 @@ const fromEntries = Object.fromEntries;
 const arrayFrom = Array.from;
 const apply = Reflect.apply;
 const toWellFormed = String.prototype.toWellFormed;
+const stringSlice = String.prototype.slice;
 const setPrototypeOf = Object.setPrototypeOf;
 const regexExec = RegExp.prototype.exec;
 const USER_LINE = /eval_script:(\d+)/;
@@ -119,13 +120,18 @@ function callTool(server, tool, args) {
   if (args === null || typeof args !== "object" || isArray(args)) {
     return Promise.reject(new TypeError("mcp.callTool(server, tool, args): args must be an object"));
   }
-  let plain;
+  // Their JSON text, taken now (what the script changes later is not sent) and spliced as it is
+  // into the step's (`opsJson`): a string of megabytes is escaped once, not again each time.
+  let text;
   try {
-    plain = parse(stringify(args), bareJson);
+    text = stringify(args);
   } catch (e) {
     return Promise.reject(new TypeError(`mcp.callTool: args must be JSON-serialisable (${e && e.message})`));
   }
-  return request({ op: "call", server, tool, args: plain });
+  if (typeof text !== "string") {
+    return Promise.reject(new TypeError("mcp.callTool: args must be JSON-serialisable (their toJSON gave nothing)"));
+  }
+  return request({ op: "call", server, tool, argsJson: text });
 }
 
 function listTools(server) {
@@ -501,9 +507,9 @@ function step(kind, v, cap) {
   const lines = consoleQueue;
   consoleQueue = [];
   consoleQueued = 0;
-  const out = bare({ ops: bare(ops), console: bare(lines), cut: bare([cutBytes, cutLines]), outstanding });
+  const out = bare({ console: bare(lines), cut: bare([cutBytes, cutLines]), outstanding });
   cutBytes = cutLines = 0;
-  if (kind === 0 || (kind !== 3 && outstanding > 0)) return stringify(out);
+  if (kind === 0 || (kind !== 3 && outstanding > 0)) return withoutEnd(stringify(out)) + `,"ops":${opsJson(ops)}}`;
   out.done = true;
   if (kind === 3) {
     out.error = parse(errorJson(v), bareJson);
@@ -522,7 +528,28 @@ function step(kind, v, cap) {
     text = undefined; // not serialisable: described below
   }
   if (text === undefined) text = stringify(inspect(v, cap));
-  return stringify(out).slice(0, -1) + `,"value":${text}}`;
+  return withoutEnd(stringify(out)) + `,"value":${text}}`;
+}
+
+// An object's JSON without its closing brace, to add members to (by the method as it was).
+function withoutEnd(json) {
+  return apply(stringSlice, json, [0, -1]);
+}
+
+// The ops as JSON: a call's args are the text callTool took.
+function opsJson(ops) {
+  let text = "[";
+  for (let i = 0; i < ops.length; i++) {
+    const op = ops[i];
+    const argsJson = op.argsJson;
+    if (argsJson === undefined) {
+      text += (i ? "," : "") + stringify(op);
+      continue;
+    }
+    op.argsJson = undefined; // left out by stringify
+    text += (i ? "," : "") + withoutEnd(stringify(op)) + `,"args":${argsJson}}`;
+  }
+  return text + "]";
 }
 
 return { step, deliver };

@@ -14,6 +14,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
+import pydantic_core
+
 CallTool = Callable[[str, str, dict], Awaitable[dict]]
 """(server, tool, args) -> CallToolResult as a JSON dict with camelCase keys
 ({"content": [...], "isError"?: bool, "structuredContent"?: ...}). Raising any Exception is a
@@ -64,7 +66,7 @@ def well_formed(value: Any) -> Any:
     and so may Python's; no transport can send them. Every text leaving a sandbox passes here.
     """
     if isinstance(value, str):
-        if _LONE_SURROGATE.search(value) is None:
+        if value.isascii() or _LONE_SURROGATE.search(value) is None:  # isascii: a flag, no scan
             return value
         return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     if not isinstance(value, (dict, list, tuple)) or not _holds_surrogates(value):
@@ -72,13 +74,35 @@ def well_formed(value: Any) -> Any:
     return _rebuilt(value)
 
 
+def json_text(value: Any) -> str:
+    """`value` as JSON text in well-formed Unicode (a lone surrogate becomes U+FFFD), NaN and the
+    infinities, which JSON has not, as null (as JavaScript's JSON.stringify writes them); raises
+    TypeError or ValueError for what JSON cannot hold. Written by pydantic-core: on a result of
+    megabytes (a screenshot) several times faster than json.dumps."""
+    try:
+        return pydantic_core.to_json(value, inf_nan_mode="null").decode()
+    except pydantic_core.PydanticSerializationError:  # a lone surrogate, or what JSON cannot hold
+        value = well_formed(value)
+    try:
+        return pydantic_core.to_json(value, inf_nan_mode="null").decode()
+    except pydantic_core.PydanticSerializationError as exc:  # json.dumps says what, as TypeError
+        json.dumps(value)
+        raise ValueError(str(exc)) from None
+
+
 def _holds_surrogates(value: Any) -> bool:
-    # JSON text, written in C, is the quick look; the walk in Python only when it finds one.
+    # JSON text written in Rust is the quick look: it fails on a lone surrogate (or on what JSON
+    # cannot hold); then json.dumps and a scan, and the walk in Python only when they find one.
+    try:
+        pydantic_core.to_json(value)
+        return False
+    except pydantic_core.PydanticSerializationError:
+        pass
     try:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):
         return True
-    return _LONE_SURROGATE.search(text) is not None
+    return not text.isascii() and _LONE_SURROGATE.search(text) is not None
 
 
 def _rebuilt(value: Any) -> Any:

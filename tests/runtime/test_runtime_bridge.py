@@ -102,6 +102,50 @@ def unavailable(result: dict) -> str:
     return error["message"]
 
 
+async def test_results_of_megabytes_arrive_whole_among_small_ones(bridge: Bridge) -> None:
+    """A result of 6 MB (hundreds of reads of the server's pipe) arrives byte for byte while small
+    results keep arriving beside it."""
+    big = "".join(f"{i:07d}\n" for i in range(750_000))  # newlines, escaped on the wire
+    small: list[str] = []
+
+    async def chatter() -> None:
+        for i in range(20):
+            small.append(text(await bridge.call_tool("test", "echo", {"text": f"small {i}"})))
+
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(chatter)
+            result = await bridge.call_tool("test", "echo", {"text": big})
+    assert text(result) == big and result["structuredContent"] == {"text": big}
+    assert small == [f"small {i}" for i in range(20)]
+
+
+def test_lines_split_out_of_chunks_whatever_their_cut() -> None:
+    """Lines whole whatever the chunks: several in one, one across many, an empty one, and the
+    unfinished end kept for the next chunk."""
+    from runtime.launch import LineSplitter
+
+    data = b"first\n" + b"x" * 100_000 + b"\n\nlast\nunfinished"
+    for size in (1, 7, 4096, 65536, len(data)):
+        lines = LineSplitter()
+        got = [line for start in range(0, len(data), size) for line in lines.feed(data[start:start + size])]
+        assert got == [b"first", b"x" * 100_000, b"", b"last"], size
+        assert lines.feed(b" now\n") == [b"unfinished now"]
+
+
+async def test_a_closed_bridge_leaves_no_server_process() -> None:
+    """Closing the bridge ends its servers: each is asked to exit (its stdin closed), else its
+    process group is stopped."""
+    import psutil
+
+    async with Bridge({"test": TEST}) as own:
+        pid = int(text(await own.call_tool("test", "pid", {})))
+        assert psutil.pid_exists(pid)
+    with anyio.fail_after(30):
+        while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+            await anyio.sleep(0.05)
+
+
 async def test_crashed_server_restarts_on_next_call(bridge: Bridge) -> None:
     """A crash fails only the call in flight, as `unavailable`; the next call goes to a fresh
     server and works."""

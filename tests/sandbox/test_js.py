@@ -229,6 +229,45 @@ async def test_undefined_value_is_none(js_engine, tools):
     assert result.status == "ok" and result.value is None
 
 
+async def test_a_result_reaches_the_script_whatever_it_holds(js_engine, tools):
+    """What a tool answers reaches the script as JavaScript reads JSON: NaN and the infinities
+    (which JSON has not) as null, as JSON.stringify writes them; a lone surrogate as U+FFFD;
+    text of any script and megabytes of it unchanged. A value JSON cannot hold fails that call
+    alone, as a BridgeError."""
+    answer = {"content": [], "nan": float("nan"), "inf": float("-inf"), "lone": "a\ud800b",
+              "text": "é€😀", "big": "y" * 3_000_000}
+
+    async def call_tool(server, tool, args):
+        return answer if tool == "odd" else {"content": [], "what": object()}
+
+    result = await js_engine.run(
+        "const r = await mcp.callTool('t', 'odd', {});"
+        "let failed; try { await mcp.callTool('t', 'unjson', {}) } catch (e) { failed = e.name }"
+        "[r.nan, r.inf, r.lone, r.text, r.big.length, r.big === 'y'.repeat(3e6), failed]",
+        call_tool=call_tool, list_tools=tools.list_tools)
+    assert result.status == "ok", result.error
+    assert result.value == [None, None, "a\ufffdb", "é€😀", 3_000_000, True, "BridgeError"]
+
+
+async def test_a_call_sends_its_args_as_they_were_when_it_was_made(js_engine, tools):
+    """The host reads a call's args as they were when the script called, whatever the script
+    changes after (the args, String.prototype.slice, Object.prototype.toJSON); args whose toJSON
+    gives nothing are refused with a TypeError."""
+    result = await run(js_engine, tools, """
+        const a = {n: 1, s: "x".repeat(1e6), nested: {ok: true}};
+        const p = mcp.callTool("t", "echo", a);
+        a.n = 2; a.nested.ok = false;
+        String.prototype.slice = () => "}";
+        Object.prototype.toJSON = function () { return {forged: true}; };
+        await p;
+        let refused;
+        try { await mcp.callTool("t", "echo", {toJSON() {}}); } catch (e) { refused = `${e.name}: ${e.message}`; }
+        refused""")
+    assert result.status == "ok", result.error
+    assert result.value == "TypeError: mcp.callTool: args must be JSON-serialisable (their toJSON gave nothing)"
+    assert [args for _, _, args in tools.calls] == [{"n": 1, "s": "x" * 1_000_000, "nested": {"ok": True}}]
+
+
 # ---- isolation ----
 
 
