@@ -126,6 +126,15 @@ async def main(quick: bool) -> None:
             line("run_js with one callTool, end to end", one_call_ms, empty_js_ms + echo_ms,
                  budget="(baseline: empty run_js + bare echo)")
 
+            # A result of megabytes (a screenshot, a rendered page): 1 MB sent, 2 MB back (text and
+            # structuredContent), guest to server and back through the runtime.
+            big = ('const s = "x".repeat(1000000); const t0 = Date.now();'
+                   ' for (let i = 0; i < 5; i++) await mcp.callTool("test", "echo", {text: s}); (Date.now() - t0) / 5')
+            big_ms = float((await run_js(big)).content[0].text)
+            bare_big_ms = await median_ms(lambda: bare.call_tool("echo", {"text": "x" * 1_000_000}), 5, warmup=1)
+            line("one callTool, 1 MB out, 2 MB back (in script)", big_ms, bare_big_ms,
+                 budget="(baseline: the same call from the SDK's client)")
+
             async def bare_100() -> None:
                 async with anyio.create_task_group() as tg:
                     for _ in range(100):

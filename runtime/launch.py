@@ -11,6 +11,7 @@ So, whichever server it is (built-in or from the config):
   unless `$CODEDESK_SPAWN_SOCKET` names the session supervisor's spawn service (the
   container): then the root supervisor starts each server as the desktop user, with the same
   confinement, on pipes this runtime made (`spawned_stdio_client`, `runtime/desktop/spawn.py`).
+  Either way the runtime talks to it over those pipes with `pipe_client`.
 - **Its environment** is built here, never inherited: the locale, PATH, the display, the
   session's data directory and the `CODEDESK_*` settings, minus every secret; then the
   config's `env` for that server. The runtime's own variables (its token among them) stay
