@@ -103,15 +103,8 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
                 await writer.drain()
 
     try:
-        async with anyio.create_task_group() as writing:
-            writing.start_soon(write_messages)
-            async with anyio.create_task_group() as reading:
-                reading.start_soon(read_lines)
-                try:
-                    yield read_receive, write_send
-                finally:
-                    reading.cancel_scope.cancel()
-            write_send.close()  # the writer sends what is queued, then ends
+        async with _pumping(read_lines, write_messages, read_receive, write_send) as streams:
+            yield streams
     finally:
         read_pipe.close()
         write_pipe.close()
@@ -181,15 +174,24 @@ async def _draining(read: Any, write: Any, in_flight: _InFlight) -> AsyncIterato
                 in_flight.wrote(item.message)
                 await write.send(item)
 
+    async with _pumping(relay_in, relay_out, read_receive, write_send) as streams:
+        yield streams
+
+
+@contextlib.asynccontextmanager
+async def _pumping(read: Callable[[], Any], write: Callable[[], Any], read_receive: Any,
+                   write_send: Any) -> AsyncIterator[tuple[Any, Any]]:
+    """A transport's reading and writing tasks running while its streams are in use; at the end
+    the reading stops and the writing sends what is queued, then ends."""
     async with anyio.create_task_group() as writing:
-        writing.start_soon(relay_out)
+        writing.start_soon(write)
         async with anyio.create_task_group() as reading:
-            reading.start_soon(relay_in)
+            reading.start_soon(read)
             try:
                 yield read_receive, write_send
             finally:
                 reading.cancel_scope.cancel()
-        write_send.close()  # the relay sends what is queued, then ends
+        write_send.close()
 
 
 def _is_pipe(fd: int) -> bool:

@@ -29,8 +29,8 @@ import shutil
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -164,8 +164,8 @@ async def spawned_stdio_client(
     Yields `(read_stream, write_stream)` as `mcp.client.stdio.stdio_client` does."""
     conn = await _connect_launcher(launcher)
     try:
-        (in_r, in_w), (out_r, out_w) = _server_pipes()
-        try:
+        (in_r, in_w), (out_r, out_w) = pipes = _server_pipes()
+        with _handing_over(pipes):
             request = json.dumps({"argv": [command, *args], "env": env, "cwd": cwd}).encode() + b"\n"
             try:
                 socket.send_fds(conn, [request], [in_r, out_w, errlog.fileno()])
@@ -175,13 +175,6 @@ async def spawned_stdio_client(
             if not reply.get("ok"):
                 raise LaunchError(f"the spawn service at {launcher} refused to start {command}: "
                                   f"{reply.get('error') or reply}")
-        except BaseException:
-            for fd in (in_w, out_r):
-                os.close(fd)
-            raise
-        finally:
-            os.close(in_r)
-            os.close(out_w)
 
         async def stopped() -> None:
             with anyio.move_on_after(SPAWN_EXIT_WAIT_SECONDS):
@@ -200,17 +193,10 @@ async def child_stdio_client(
     """An MCP stdio transport to a server this runtime starts as its own child, as the SDK's
     `stdio_client` does (the SDK's environment defaults under `env`, a session of its own, so
     its whole process group is stopped at the end), on `pipe_client`."""
-    (in_r, in_w), (out_r, out_w) = _server_pipes()
-    try:
+    (in_r, in_w), (out_r, out_w) = pipes = _server_pipes()
+    with _handing_over(pipes):
         process = await anyio.open_process([command, *args], stdin=in_r, stdout=out_w, stderr=errlog,
                                            env=get_default_environment() | env, cwd=cwd, start_new_session=True)
-    except BaseException:
-        for fd in (in_w, out_r):
-            os.close(fd)
-        raise
-    finally:
-        os.close(in_r)
-        os.close(out_w)
 
     async def stopped() -> None:
         with anyio.move_on_after(PROCESS_TERMINATION_TIMEOUT):
@@ -233,6 +219,22 @@ def _server_pipes() -> tuple[tuple[int, int], tuple[int, int]]:
     except (OSError, AttributeError):
         pass  # the default size
     return stdin, stdout
+
+
+@contextmanager
+def _handing_over(pipes: tuple[tuple[int, int], tuple[int, int]]) -> Iterator[None]:
+    """While the server's ends of `pipes` are handed to it: they are closed here after (it has its
+    copies), and ours too if that fails."""
+    (in_r, in_w), (out_r, out_w) = pipes
+    try:
+        yield
+    except BaseException:
+        os.close(in_w)
+        os.close(out_r)
+        raise
+    finally:
+        os.close(in_r)
+        os.close(out_w)
 
 
 @asynccontextmanager
