@@ -45,7 +45,7 @@ from sandbox.result import (
     RunError,
     RunResult,
     call_line,
-    well_formed,
+    json_text,
 )
 
 logger = logging.getLogger(__name__)
@@ -532,7 +532,7 @@ class _PyRun:
         except Exception as exc:  # a bridge failure: the guest raises BridgeError(str(exc))
             return json.dumps({"error": str(exc) or type(exc).__name__, "name": "BridgeError"})
         try:
-            return well_formed(json.dumps({"ok": value}, ensure_ascii=False, allow_nan=False))
+            return json_text({"ok": value}, nan="constants")
         except (TypeError, ValueError, RecursionError) as exc:
             return json.dumps({"error": f"the result is not JSON-serialisable: {exc}",
                                "name": "BridgeError"})

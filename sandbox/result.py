@@ -74,17 +74,18 @@ def well_formed(value: Any) -> Any:
     return _rebuilt(value)
 
 
-def json_text(value: Any) -> str:
-    """`value` as JSON text in well-formed Unicode (a lone surrogate becomes U+FFFD), NaN and the
-    infinities, which JSON has not, as null (as JavaScript's JSON.stringify writes them); raises
-    TypeError or ValueError for what JSON cannot hold. Written by pydantic-core: on a result of
-    megabytes (a screenshot) several times faster than json.dumps."""
+def json_text(value: Any, nan: Literal["null", "constants"] = "null") -> str:
+    """`value` as JSON text in well-formed Unicode (a lone surrogate becomes U+FFFD); NaN and the
+    infinities, which JSON has not, as null (as JavaScript's JSON.stringify writes them), or with
+    `nan="constants"` as Python's json writes and reads them (NaN, Infinity); raises TypeError or
+    ValueError for what JSON cannot hold. Written by pydantic-core: on a result of megabytes (a
+    screenshot) several times faster than json.dumps."""
     try:
-        return pydantic_core.to_json(value, inf_nan_mode="null").decode()
+        return pydantic_core.to_json(value, inf_nan_mode=nan).decode()
     except pydantic_core.PydanticSerializationError:  # a lone surrogate, or what JSON cannot hold
         value = well_formed(value)
     try:
-        return pydantic_core.to_json(value, inf_nan_mode="null").decode()
+        return pydantic_core.to_json(value, inf_nan_mode=nan).decode()
     except pydantic_core.PydanticSerializationError as exc:  # json.dumps says what, as TypeError
         json.dumps(value)
         raise ValueError(str(exc)) from None

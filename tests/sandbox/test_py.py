@@ -109,6 +109,26 @@ async def test_artifact_attaches_image_blocks_and_text(py_engine, tools):
     ]
 
 
+async def test_a_result_reaches_the_script_whatever_it_holds(py_engine, tools):
+    """What a tool answers reaches a Python script as Python's json reads it: NaN and the
+    infinities as floats, a lone surrogate as U+FFFD, text of any script and megabytes of it
+    unchanged. A value JSON cannot hold fails that call alone, as a BridgeError."""
+    answer = {"content": [], "nan": float("nan"), "inf": float("-inf"), "lone": "a\ud800b",
+              "text": "é€😀", "big": "y" * 3_000_000}
+
+    async def call_tool(server, tool, args):
+        return answer if tool == "odd" else {"content": [], "what": object()}
+
+    result = await py_engine.run(
+        "import math\nr = mcp.call_tool('t', 'odd', {})\n"
+        "try:\n    mcp.call_tool('t', 'unjson', {})\n    failed = None\n"
+        "except Exception as e:\n    failed = type(e).__name__\n"
+        "[math.isnan(r['nan']), r['inf'] == -math.inf, r['lone'], r['text'], len(r['big']), r['big'] == 'y' * 3_000_000, failed]",
+        call_tool=call_tool, list_tools=tools.list_tools)
+    assert result.status == "ok", result.error
+    assert result.value == [True, True, "a\ufffdb", "é€😀", 3_000_000, True, "BridgeError"]
+
+
 async def test_non_serialisable_value_is_described(py_engine, tools):
     """A value JSON cannot hold comes back as its repr, not a crash."""
     result = await run(py_engine, tools, "class Thing:\n    def __repr__(self):\n        return 'Thing()'\nThing()")
