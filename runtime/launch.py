@@ -63,7 +63,8 @@ SPAWN_WAIT_SECONDS = 60.0
 """How long a server start waits for the spawn service to appear (the session is starting)."""
 SPAWN_EXIT_WAIT_SECONDS = 2.0
 """After closing a server's stdin, how long to wait for it to exit before it is stopped."""
-_PIPE_BYTES = 1 << 20  # a server's stdout pipe and one read of it (Linux lets a user have 1 MiB)
+_PIPE_BYTES = 1 << 20  # a server's stdout pipe (Linux lets a user have 1 MiB), and a read of a long answer
+_READ_BYTES = 1 << 16
 
 
 class LaunchError(RuntimeError):
@@ -250,15 +251,19 @@ async def pipe_client(in_w: int, out_r: int, command: str,
 
     async def stdout_reader() -> None:
         lines = LineSplitter()
+        size = _READ_BYTES
         async with read_writer:
             while True:
                 await anyio.wait_readable(out_r)
                 try:
-                    chunk = os.read(out_r, _PIPE_BYTES)
+                    chunk = os.read(out_r, size)
                 except BlockingIOError:
                     continue
                 if not chunk:
                     return
+                # a read that filled its buffer: more is coming, read it in larger ones (a buffer
+                # of a megabyte for each small answer would cost more than the answer)
+                size = _PIPE_BYTES if len(chunk) == size else _READ_BYTES
                 for line in lines.feed(chunk):
                     try:
                         message: SessionMessage | Exception = SessionMessage(wire.parse_message(line))
