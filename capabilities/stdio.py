@@ -34,7 +34,6 @@ from mcp.shared.message import SessionMessage
 from capabilities import wire
 from capabilities.contract import ToolError, failure
 
-_MAX_LINE = 1 << 30  # one message; the SDK's stdio reads lines of any length
 
 
 def run_server(server: Any, notification_options: Any = None) -> NoReturn:
@@ -72,7 +71,7 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
     loop = asyncio.get_running_loop()
     wire_in = _claim(0, os.open(os.devnull, os.O_RDONLY))
     wire_out = _claim(1, _stderr_or_null())
-    reader = asyncio.StreamReader(limit=_MAX_LINE)
+    reader = asyncio.StreamReader(limit=wire.MAX_MESSAGE_BYTES)
     # the transports close their own copies (the reader's at end of input)
     read_pipe, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
                                                 os.fdopen(_copy(wire_in), "rb", buffering=0))

@@ -48,6 +48,10 @@ ToolFailure = Callable[[str], types.CallToolResult]
 """The server's own failed tools/call result for a message (its error contract)."""
 
 
+MAX_MESSAGE_BYTES = 1 << 30
+"""The longest JSON-RPC message read from a pipe, client or server side (the SDK's read any length)."""
+
+
 def unsendable(value: Any) -> str | None:
     """Why `value` cannot be sent as JSON, or None when it can."""
     try:

@@ -264,7 +264,12 @@ async def pipe_client(in_w: int, out_r: int, command: str,
                 # a read that filled its buffer: more is coming, read it in larger ones (a buffer
                 # of a megabyte for each small answer would cost more than the answer)
                 size = _PIPE_BYTES if len(chunk) == size else _READ_BYTES
-                for line in lines.feed(chunk):
+                try:
+                    complete = lines.feed(chunk)
+                except LineTooLong as exc:  # no client reads that: the link ends, the server is stopped
+                    logger.error("server %s wrote %s; its link is closed", command, exc)
+                    return
+                for line in complete:
                     try:
                         message: SessionMessage | Exception = SessionMessage(wire.parse_message(line))
                     except ValueError as exc:
@@ -322,21 +327,32 @@ async def pipe_client(in_w: int, out_r: int, command: str,
             stream.close()
 
 
+class LineTooLong(ValueError):
+    pass
+
+
 class LineSplitter:
     """Whole lines out of the chunks read from a pipe, in time linear in their length: a line of
     megabytes comes in hundreds of chunks, and joining each to what came before (as the SDK's
-    client does) copies it again for every chunk."""
+    client does) copies it again for every chunk. A line longer than `max_bytes` is refused
+    (`LineTooLong`) rather than kept growing."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_bytes: int = wire.MAX_MESSAGE_BYTES) -> None:
         self._parts: list[bytes] = []
+        self._size = 0
+        self._max_bytes = max_bytes
 
     def feed(self, chunk: bytes) -> list[bytes]:
         *complete, rest = chunk.split(b"\n")
         if complete:
             complete[0] = b"".join((*self._parts, complete[0]))
             self._parts.clear()
+            self._size = 0
         if rest:
             self._parts.append(rest)
+            self._size += len(rest)
+            if self._size > self._max_bytes:
+                raise LineTooLong(f"a line of more than {self._max_bytes} bytes")
         return complete
 
 

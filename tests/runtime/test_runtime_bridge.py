@@ -133,6 +133,17 @@ def test_lines_split_out_of_chunks_whatever_their_cut() -> None:
         assert lines.feed(b" now\n") == [b"unfinished now"]
 
 
+def test_a_line_past_the_limit_is_refused_not_kept_growing() -> None:
+    """A server writing without end (a hostile one: it runs as the desktop user) cannot make the
+    runtime hold more than one message's limit of it."""
+    from runtime.launch import LineSplitter, LineTooLong
+
+    lines = LineSplitter(max_bytes=100)
+    assert lines.feed(b"x" * 60 + b"\n" + b"y" * 90) == [b"x" * 60]  # a whole line may be long
+    with pytest.raises(LineTooLong, match="more than 100 bytes"):
+        lines.feed(b"y" * 20)
+
+
 async def test_a_closed_bridge_leaves_no_server_process() -> None:
     """Closing the bridge ends its servers: each is asked to exit (its stdin closed), else its
     process group is stopped."""
