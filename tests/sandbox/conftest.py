@@ -106,6 +106,17 @@ class ToolHost:
         return {"call_tool": self.call_tool, "list_tools": self.list_tools}
 
 
+ODD_ANSWER = {"content": [], "nan": float("nan"), "inf": float("-inf"), "lone": "a\ud800b",
+              "text": "é€😀", "big": "y" * 3_000_000}
+
+
+async def odd_results(server: str, tool: str, args: dict) -> dict:
+    """A `call_tool` whose tool `odd` answers what JSON has not (NaN, an infinity), a lone
+    surrogate, text of several scripts and 3 MB of it (`ODD_ANSWER`); any other tool answers a
+    value JSON cannot hold."""
+    return ODD_ANSWER if tool == "odd" else {"content": [], "what": object()}
+
+
 @pytest.fixture
 def tools() -> ToolHost:
     return ToolHost()

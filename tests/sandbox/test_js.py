@@ -9,7 +9,7 @@ import pytest
 
 from sandbox import JsEngine, JsLimits, LimitsError
 
-from .conftest import PNG_1PX, ToolHost, cut_off
+from .conftest import PNG_1PX, ToolHost, cut_off, odd_results
 
 pytestmark = pytest.mark.anyio
 
@@ -234,17 +234,11 @@ async def test_a_result_reaches_the_script_whatever_it_holds(js_engine, tools):
     (which JSON has not) as null, as JSON.stringify writes them; a lone surrogate as U+FFFD;
     text of any script and megabytes of it unchanged. A value JSON cannot hold fails that call
     alone, as a BridgeError."""
-    answer = {"content": [], "nan": float("nan"), "inf": float("-inf"), "lone": "a\ud800b",
-              "text": "é€😀", "big": "y" * 3_000_000}
-
-    async def call_tool(server, tool, args):
-        return answer if tool == "odd" else {"content": [], "what": object()}
-
     result = await js_engine.run(
         "const r = await mcp.callTool('t', 'odd', {});"
         "let failed; try { await mcp.callTool('t', 'unjson', {}) } catch (e) { failed = e.name }"
         "[r.nan, r.inf, r.lone, r.text, r.big.length, r.big === 'y'.repeat(3e6), failed]",
-        call_tool=call_tool, list_tools=tools.list_tools)
+        call_tool=odd_results, list_tools=tools.list_tools)
     assert result.status == "ok", result.error
     assert result.value == [None, None, "a\ufffdb", "é€😀", 3_000_000, True, "BridgeError"]
 

@@ -10,7 +10,7 @@ import pytest
 
 from sandbox import LimitsError, PyEngine, PyLimits
 
-from .conftest import PNG_1PX, ToolHost, cut_off
+from .conftest import PNG_1PX, ToolHost, cut_off, odd_results
 
 pytestmark = pytest.mark.anyio
 
@@ -113,18 +113,12 @@ async def test_a_result_reaches_the_script_whatever_it_holds(py_engine, tools):
     """What a tool answers reaches a Python script as Python's json reads it: NaN and the
     infinities as floats, a lone surrogate as U+FFFD, text of any script and megabytes of it
     unchanged. A value JSON cannot hold fails that call alone, as a BridgeError."""
-    answer = {"content": [], "nan": float("nan"), "inf": float("-inf"), "lone": "a\ud800b",
-              "text": "é€😀", "big": "y" * 3_000_000}
-
-    async def call_tool(server, tool, args):
-        return answer if tool == "odd" else {"content": [], "what": object()}
-
     result = await py_engine.run(
         "import math\nr = mcp.call_tool('t', 'odd', {})\n"
         "try:\n    mcp.call_tool('t', 'unjson', {})\n    failed = None\n"
         "except Exception as e:\n    failed = type(e).__name__\n"
         "[math.isnan(r['nan']), r['inf'] == -math.inf, r['lone'], r['text'], len(r['big']), r['big'] == 'y' * 3_000_000, failed]",
-        call_tool=call_tool, list_tools=tools.list_tools)
+        call_tool=odd_results, list_tools=tools.list_tools)
     assert result.status == "ok", result.error
     assert result.value == [True, True, "a\ufffdb", "é€😀", 3_000_000, True, "BridgeError"]
 
