@@ -75,7 +75,10 @@ class Flag:
             if _alarm_thread is None:
                 _alarm_thread = threading.Thread(target=_ring, name="js-interrupt", daemon=True)
                 _alarm_thread.start()
-            _wake.notify()
+            if _alarms[0][2] is self:
+                # the alarm is waiting for a later time (or none): it must look again. Otherwise
+                # it is left asleep: woken, it would take the GIL from the run just starting.
+                _wake.notify()
 
     def raise_now(self) -> None:
         """Stop the guest at its next poll (any thread)."""
