@@ -70,6 +70,18 @@ class ConsoleCapture:
         self._on_console = on_console
         self._streamed_lines = 0
         self._streamed_bytes = 0
+        self._held: list[tuple[str, str]] | None = None
+
+    def hold(self) -> None:
+        """Keep what would go to `on_console` until `release()`: the lines of a step that may
+        yet be thrown away and run again."""
+        self._held = []
+
+    def release(self) -> None:
+        """Send on what was held, and stream from now on."""
+        held, self._held = self._held or [], None
+        for level, text in held:
+            self._tell(level, text)
 
     @property
     def truncated(self) -> bool:
@@ -110,8 +122,14 @@ class ConsoleCapture:
         if self._streamed_lines > STREAM_LINES or self._streamed_bytes > STREAM_BYTES:
             self._streamed_lines = STREAM_LINES + 1
             level, text = "warn", _STREAM_STOPPED.format(lines=STREAM_LINES, kib=STREAM_BYTES >> 10)
+        self._tell(level, text)
+
+    def _tell(self, level: str, text: str) -> None:
+        if self._held is not None:
+            self._held.append((level, text))
+            return
         try:
-            self._on_console(level, text)
+            self._on_console(level, text)  # type: ignore[misc]
         except Exception:  # a failing listener must not fail the run
             pass
 

@@ -47,6 +47,7 @@ _FOR_VERSION = "0.2.6"
 JSError = _engine.JSError  # args: (name, message, stack)
 EngineError = _engine.QuickJSError  # the engine layer's base error (JSError, MarshalError, ...)
 Trap = wasmtime.Trap
+TrapCode = wasmtime.TrapCode
 WasmtimeError = wasmtime.WasmtimeError
 GUEST_FAILURES = (EngineError, Trap, WasmtimeError, ValueError)
 """What a call into a guest may raise: a JS exception, a marshalling failure, a trap (stack
@@ -270,10 +271,18 @@ class GuestVm:
     def deadline(self, when: float) -> None:
         self._deadline = when
         self._flag.set_deadline(when)
-        if math.isinf(when) or self.closed:
-            ticks = FAR_EPOCH
-        else:
-            ticks = max(1, math.ceil((when + EPOCH_GRACE_SECONDS - time.monotonic()) / EPOCH_TICK))
+        self.trap_within(None)
+
+    def trap_within(self, ticks: int | None) -> None:
+        """Trap the guest wherever it is once the epoch has ticked `ticks` times from now (a
+        `Trap` whose `trap_code` is `INTERRUPT`); None: `EPOCH_GRACE_SECONDS` past its deadline,
+        as the deadline says. From the thread that runs the VM, between calls into it."""
+        if ticks is None:
+            when = self._deadline
+            if math.isinf(when) or self.closed:
+                ticks = FAR_EPOCH
+            else:
+                ticks = max(1, math.ceil((when + EPOCH_GRACE_SECONDS - time.monotonic()) / EPOCH_TICK))
         self._store.set_epoch_deadline(ticks)
 
     def abort(self) -> None:

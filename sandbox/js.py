@@ -8,7 +8,10 @@ guest API lives in `prelude.js`. A run is driven in steps from the caller's even
     worker thread: `deliver(completions)`, run microtasks, `step()`    -> ... until done
 
 so the tool calls live on the caller's loop (where the MCP sessions are), and JavaScript that
-computes without awaiting holds only its worker thread (`sandbox._loops`).
+computes without awaiting holds only its worker thread (`sandbox._loops`). The first step is
+tried on the caller's loop itself, for a few epoch ticks at most: most end in a millisecond, and
+one that does not is dropped, VM and all, and run afresh on the worker thread
+(`_JsRun._first_step_here`).
 
 Time: `timeout_seconds` bounds the whole run, the description of its final value included.
 Inside the guest the VM's interrupt stops any JavaScript (a loop, a getter, a toJSON, a Proxy
@@ -42,7 +45,7 @@ import quickjs_rs
 from sandbox import _jsimage, _jsmodule
 from sandbox._host import ArtifactBox, ConsoleCapture, RunLimitErrors, ToolBridge
 from sandbox._loops import RunThread, RunThreads
-from sandbox._wasmcall import WELL_FORMED_SOURCE, FULFILLED, GUEST_FAILURES, REJECTED, GuestVm, JSError, Trap
+from sandbox._wasmcall import WELL_FORMED_SOURCE, FULFILLED, GUEST_FAILURES, REJECTED, GuestVm, JSError, Trap, TrapCode
 from sandbox.result import CallTool, JsLimits, ListTools, OnConsole, RunError, RunResult, well_formed
 
 GRACE_SECONDS = 0.5
@@ -73,6 +76,10 @@ _MAX_RUN_THREADS = 64  # runs computing at once before they share threads
 _FLUSH_SECONDS = 0.25  # after a timeout, for the guest to hand over its last console lines
 _LEARN_RUNS = 5  # runs whose written pages are compared (see _PagesRunsWrite)
 _MAX_PREFAULT_PAGES = 64
+_HERE_TICKS = 2
+"""Epoch ticks (10-20 ms) a run's first step may take on the caller's loop (see
+`_JsRun._first_step_here`)."""
+_HERE_MIN_TIMEOUT_SECONDS = 0.1  # a run this short starts on its thread
 
 
 class JsEngine:
@@ -308,13 +315,19 @@ class _JsRun:
         self.code = code
         self.limits = limits
         self.errors = RunLimitErrors(limits, bridge.in_flight)
-        self.console = ConsoleCapture(limits.max_output_bytes, on_console)
-        self.artifacts = ArtifactBox(limits.max_artifacts, limits.max_artifact_bytes)
         self.bridge = bridge
-        self.uncaught: RunError | None = None
         self.abandoned = False
         self.deadline = 0.0
         self.vm: _Vm | None = None
+        self._on_console = on_console
+        self._here = False  # the first step is being tried on the caller's loop
+        self._begin()
+
+    def _begin(self) -> None:
+        """What the guest's first step fills in, empty."""
+        self.console = ConsoleCapture(self.limits.max_output_bytes, self._on_console)
+        self.artifacts = ArtifactBox(self.limits.max_artifacts, self.limits.max_artifact_bytes)
+        self.uncaught: RunError | None = None
         self._top: Any = None  # the script's value, or the promise of its {value} envelope
         self._is_promise = False
         self._envelope: Any = None
@@ -327,7 +340,9 @@ class _JsRun:
         error: RunError | None = None
         value: Any = None
         try:
-            step = await self._on(thread, self._start)
+            step = self._first_step_here(thread)
+            if step is None:
+                step = await self._on(thread, self._start)
             while not step.done:
                 for op in step.ops:
                     self._submit(op)
@@ -353,6 +368,35 @@ class _JsRun:
         finally:
             await self.bridge.close()
         return self._result(value, error)
+
+    def _first_step_here(self, thread: RunThread) -> _Step | None:
+        """The first step, tried on the caller's loop; None when it must run on the run's thread.
+
+        Most first steps take a millisecond (a script that returns, or awaits its first calls),
+        and on the loop they save the two thread hops a step costs. A first step leaves nothing
+        outside its VM but what the host keeps for it (console, artifacts, an uncaught error:
+        none of it sent yet, the calls it asks for not started), so one that computes longer is
+        stopped wherever it is by the store's epoch, `_HERE_TICKS` ticks on (the loop waits
+        10-20 ms at most, whatever the guest does, even inside one C builtin), its VM and all it
+        made are dropped, and the run starts afresh on its thread, as if this had not been."""
+        vm = self.vm
+        if vm is None or not _jsmodule.EPOCHS or self.limits.timeout_seconds < _HERE_MIN_TIMEOUT_SECONDS:
+            return None  # a VM to make (milliseconds), no epoch to stop the guest, or a run too short
+        self._here = True
+        self.console.hold()
+        try:
+            step = self._start()
+        except _CutShort:
+            self.vm = None
+            thread.post(vm.close)  # off the loop, and before the run's first step there
+            self._begin()
+            return None
+        finally:
+            self._here = False
+        if not vm.dead:
+            vm.guest.trap_within(None)  # the epoch backstop of the run's deadline, from now on
+        self.console.release()
+        return step
 
     async def _on(self, thread: RunThread, fn: Any, *args: Any) -> _Step:
         """Run a step on the worker thread; give up on it at the deadline plus the grace."""
@@ -407,6 +451,8 @@ class _JsRun:
         vm = self.vm
         vm.run = self
         vm.guest.deadline = self.deadline
+        if self._here:
+            vm.guest.trap_within(_HERE_TICKS)
         try:
             try:
                 self._evaluate(self.code)
@@ -506,6 +552,9 @@ class _JsRun:
         """The step's outcome after a call into the guest raised."""
         vm = self.vm
         assert vm is not None
+        if self._here and isinstance(exc, Trap) and exc.trap_code == TrapCode.INTERRUPT:
+            vm.dead = True
+            raise _CutShort
         if isinstance(exc, JSError):
             name, message, stack = (list(exc.args) + ["", "", ""])[:3]
             error = self._classify(str(name), str(message), str(stack or ""))
@@ -533,6 +582,8 @@ class _JsRun:
         if vm is None or vm.dead or self.abandoned:
             return
         vm.guest.deadline = time.monotonic() + _FLUSH_SECONDS
+        if self._here:
+            vm.guest.trap_within(_HERE_TICKS)  # on the caller's loop: as briefly as the step
         try:
             out = json.loads(vm.guest.call_for_text(vm.step_fn, 0, 0, self.limits.max_output_bytes))
             if not isinstance(out, dict):
@@ -556,6 +607,10 @@ class _JsRun:
 
 class _Overrun(Exception):
     """The guest did not return by the run's deadline plus the grace."""
+
+
+class _CutShort(Exception):
+    """A first step tried on the caller's loop ran past its ticks and was stopped."""
 
 
 def _needs_async(code: str) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,15 @@ def anyio_backend() -> str:
 def js_engine() -> Iterator[JsEngine]:
     with JsEngine() as engine:
         yield engine
+
+
+async def vm_made_ahead(engine: JsEngine) -> None:
+    """Wait until the engine holds a VM made ahead: the next run takes it and tries its first step
+    on the caller's loop (a run that must make its own VM starts on its thread)."""
+    deadline = time.monotonic() + 10
+    while not engine._pool and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert engine._pool, "no VM was made ahead within 10 s"
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import pytest
 
 from sandbox import JsEngine, JsLimits, LimitsError
 
-from .conftest import PNG_1PX, ToolHost, cut_off, odd_results
+from .conftest import PNG_1PX, ToolHost, cut_off, odd_results, vm_made_ahead
 
 pytestmark = pytest.mark.anyio
 
@@ -125,6 +125,25 @@ async def test_on_console_streams_lines_while_the_run_goes(js_engine, tools):
         on_console=lambda level, text: seen.append(text),
     )
     assert seen_when_call_started == [["before"]]
+
+
+async def test_a_first_step_that_computes_long_is_run_once_as_the_script_sees_it(js_engine, tools):
+    """A first step longer than the caller's loop lends it (a few epoch ticks) is started again on
+    its thread: its console lines, artifacts and value are those of one run, and a line is
+    streamed once."""
+    seen: list[str] = []
+    await vm_made_ahead(js_engine)
+    result = await js_engine.run(
+        'console.log("start");\nartifact("note");\nconst t = Date.now();\nwhile (Date.now() - t < 300) {}\n'
+        'console.log("end");\n[typeof globalThis.mark, (globalThis.mark = 1)]',
+        **tools.kwargs(),
+        on_console=lambda level, text: seen.append(text),
+    )
+    assert result.status == "ok", result.error
+    assert result.value == ["undefined", 1]
+    assert [line.text for line in result.console] == ["start", "end"]
+    assert seen == ["start", "end"]
+    assert [block["text"] for block in result.artifacts] == ["note"]
 
 
 async def test_artifact_attaches_image_blocks_and_text(js_engine, tools):

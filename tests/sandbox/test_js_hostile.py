@@ -20,6 +20,8 @@ import pytest
 
 from sandbox import JsEngine, JsLimits
 
+from .conftest import vm_made_ahead
+
 pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -258,6 +260,33 @@ async def test_a_guest_stuck_past_the_grace_is_abandoned_and_its_vm_never_reused
         for _ in range(3):
             again = await engine.run("[typeof a, 2 + 2]", **tools.kwargs())
             assert again.value == ["undefined", 4]
+
+
+@pytest.mark.parametrize("code", ["for (;;) {}", "const a = []; a.length = 2 ** 26; a.join('').length"],
+                         ids=["js-loop", "builtin-loop"])
+async def test_a_hostile_first_step_holds_the_callers_loop_only_briefly(js_engine, tools, code):
+    """A run's first step is tried on the caller's event loop; one that does not end (a loop in
+    JavaScript, or inside one C builtin, which polls no interrupt) is stopped there within a few
+    epoch ticks and goes on on its own thread: the loop keeps turning while the run times out."""
+    longest_pause = 0.0
+
+    async def beat() -> None:
+        nonlocal longest_pause
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(0.01)
+            longest_pause = max(longest_pause, time.monotonic() - before)
+
+    await vm_made_ahead(js_engine)
+    beating = asyncio.create_task(beat())
+    await asyncio.sleep(0.05)
+    try:
+        result = await js_engine.run(code, **tools.kwargs(), limits=JsLimits(timeout_seconds=2))
+        await asyncio.sleep(0.05)  # the beat sees the end of a pause the run may have ended in
+    finally:
+        beating.cancel()
+    assert result.error.kind == "timeout"
+    assert longest_pause < 0.5  # held for the whole run, it would be 2 s and more
 
 
 # ---- crashes: fresh engines in subprocesses, 20 times each ----
