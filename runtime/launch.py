@@ -290,12 +290,11 @@ async def pipe_client(in_w: int, out_r: int, command: str,
                     async for session_message in write_reader:
                         data = (session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
                                 + "\n").encode()
-                        while data:
-                            await anyio.wait_writable(in_w)
+                        while data:  # written at once, but for what a full pipe holds back
                             try:
                                 data = data[os.write(in_w, data):]
                             except BlockingIOError:
-                                continue
+                                await anyio.wait_writable(in_w)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             # The server is gone: end the session's read side instead of a request hanging.
             await read_writer.aclose()

@@ -45,12 +45,13 @@ class _Controls:
 
     def __init__(self) -> None:
         self._data = data_dir()
+        self._lease_file = os.fspath(self._data / input_lease.FILE_NAME)
         self._stamp: tuple[int, int] | None = None
         self._lease = input_lease.Lease()
 
     def now(self) -> str:
         try:
-            stat = os.stat(self._data / input_lease.FILE_NAME)
+            stat = os.stat(self._lease_file)
         except OSError:
             return CONTROLS
         if (stat.st_mtime_ns, stat.st_ino) != self._stamp:

@@ -322,11 +322,26 @@ class GuestVm:
                 **{f"number:{n}": h for n, h in self._numbers.items()}}
 
     def call_for_text(self, fn: Any, *args: int | str | Any) -> str:
-        """Call a guest function of the API (`step`, `deliver`) with whole numbers, strings or
-        handles, and read its answer as text ("" when it is not a string). As `fn.call(*args)` and
-        `text()` do, but with the VM's argument slots, `undefined` and numbers made once: through
-        quickjs-rs's marshalling one such call is a dozen calls into the guest, here it is one,
-        and one more for each string passed and for the answer."""
+        """Call a guest function of the API (`step`) with whole numbers, strings or handles, and
+        read its answer as text ("" when it is not a string). As `fn.call(*args)` and `text()` do,
+        but with the VM's argument slots, `undefined` and numbers made once: through quickjs-rs's
+        marshalling one such call is a dozen calls into the guest, here it is one, and one more
+        for each string passed and for the answer."""
+        inst = self._ctx._inst
+        answer = self._call(fn, args)
+        try:
+            return inst._get_string(answer)
+        except _engine.MarshalError:
+            return ""  # not a string
+        finally:
+            inst.c("free_value", answer)
+
+    def call(self, fn: Any, *args: int | str | Any) -> None:
+        """As `call_for_text`, for a function whose answer is not read (`deliver`)."""
+        self._ctx._inst.c("free_value", self._call(fn, args))
+
+    def _call(self, fn: Any, args: tuple[Any, ...]) -> int:
+        """Call `fn` with `args` through the VM's argument slots: the handle of its answer."""
         inst = self._ctx._inst
         if self._slots == 0:
             self.prepare_calls(())  # freed with the store
@@ -360,13 +375,7 @@ class GuestVm:
             raise inst.take_exception()
         if status != _engine.STATUS_OK:
             raise JSError("Error", f"call status={status}", None)
-        answer = inst.read_i32(out)
-        try:
-            return inst._get_string(answer)
-        except _engine.MarshalError:
-            return ""  # not a string
-        finally:
-            inst.c("free_value", answer)
+        return inst.read_i32(out)
 
     @staticmethod
     def dispose(*handles: Any) -> None:

@@ -80,6 +80,8 @@ _HERE_TICKS = 2
 """Epoch ticks (10-20 ms) a run's first step may take on the caller's loop (see
 `_JsRun._first_step_here`)."""
 _HERE_MIN_TIMEOUT_SECONDS = 0.1  # a run this short starts on its thread
+_HERE_MAX_CODE_CHARS = 64 << 10  # and so does a longer script (compiling it takes a while, and
+# turning TypeScript into JavaScript runs in a store the epoch does not stop)
 
 
 class JsEngine:
@@ -380,8 +382,9 @@ class _JsRun:
         10-20 ms at most, whatever the guest does, even inside one C builtin), its VM and all it
         made are dropped, and the run starts afresh on its thread, as if this had not been."""
         vm = self.vm
-        if vm is None or not _jsmodule.EPOCHS or self.limits.timeout_seconds < _HERE_MIN_TIMEOUT_SECONDS:
-            return None  # a VM to make (milliseconds), no epoch to stop the guest, or a run too short
+        if (vm is None or not _jsmodule.EPOCHS or self.limits.timeout_seconds < _HERE_MIN_TIMEOUT_SECONDS
+                or len(self.code) > _HERE_MAX_CODE_CHARS):
+            return None  # a VM to make (milliseconds), no epoch to stop the guest, a short run, a long script
         self._here = True
         self.console.hold()
         try:
@@ -473,7 +476,7 @@ class _JsRun:
         vm = self.vm
         assert vm is not None
         try:
-            vm.guest.call_for_text(vm.deliver_fn, events)
+            vm.guest.call(vm.deliver_fn, events)
             return self._settle()
         except GUEST_FAILURES as exc:
             return self._failed(exc)
