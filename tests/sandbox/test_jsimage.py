@@ -153,3 +153,28 @@ def test_a_corrupted_or_foreign_image_is_refused_and_built_again(tmp_path: Path)
     module.chmod(0o644)
     said = _in_new_process(cache)
     assert "must be this user's" in said
+
+
+def test_the_vms_of_ended_runs_are_closed_while_runs_keep_coming() -> None:
+    """The maker closes the VMs of ended runs while no run goes, and when runs never pause, at
+    least every `_QUIET_WAIT_SECONDS`: a second of back-to-back runs leaves only a few to close,
+    and once the runs stop, none."""
+
+    async def back_to_back() -> tuple[int, int]:
+        runs = most = 0
+        until = time.monotonic() + 1.0
+        while time.monotonic() < until:
+            result = await engine.run("1", call_tool=_no_tools, list_tools=_no_listing)
+            assert result.value == 1
+            runs += 1
+            most = max(most, len(engine._ended))
+        return runs, most
+
+    with JsEngine() as engine:
+        runs, most = asyncio.run(back_to_back())
+        assert runs > 50
+        assert most < max(50, runs // 4), (runs, most)  # piled up, it would be every run's VM
+        deadline = time.monotonic() + 5
+        while engine._ended and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not engine._ended
