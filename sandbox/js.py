@@ -77,7 +77,7 @@ _FLUSH_SECONDS = 0.25  # after a timeout, for the guest to hand over its last co
 _LEARN_RUNS = 5  # runs whose written pages are compared (see _PagesRunsWrite)
 _MAX_PREFAULT_PAGES = 64
 _QUIET_WAIT_SECONDS = 0.05  # how long the VM maker waits for the runs to pause
-_ANSWER_SECONDS = 0.002  # after a run, for its answer to leave before the maker works
+_ANSWER_SECONDS = 0.001  # after a run, for its answer to leave before the maker works
 _HERE_TICKS = 2
 """Epoch ticks (10-20 ms) a run's first step may take on the caller's loop (see
 `_JsRun._first_step_here`)."""
@@ -167,8 +167,7 @@ class JsEngine:
     def _wait_for_quiet(self) -> None:
         """Wait (at most `_QUIET_WAIT_SECONDS`) until no run goes and the last one's answer has had
         `_ANSWER_SECONDS` to leave: work here takes the GIL from the threads that run a guest
-        or send an answer, which then wait for it (back-to-back empty runs answered 20-25%
-        sooner, paired with VMs closed and made as each run ended)."""
+        or send an answer, which then wait for it (see sandbox/README.md for the figures)."""
         give_up = time.monotonic() + _QUIET_WAIT_SECONDS
         while not self._closed:
             now = time.monotonic()
