@@ -139,14 +139,19 @@ class JsEngine:
         self.close()
 
     def _tend(self) -> None:
-        """On the maker's thread: close the VMs of the runs that ended and fill the pool, while no
-        run goes (`_wait_for_quiet`)."""
+        """On the maker's thread: close the VMs of the runs that ended and fill the pool while no
+        run goes (`_wait_for_quiet`); but an empty pool gets a VM at once, for the next run."""
         _yield_to_runs()
         try:
             while not self._closed:
-                self._wait_for_quiet()
                 with self._lock:
-                    ended, self._ended = self._ended, []
+                    empty = not self._pool and self._pool_size > 0
+                if not empty:
+                    self._wait_for_quiet()
+                with self._lock:
+                    ended: list[_JsRun] = []
+                    if not empty:
+                        ended, self._ended = self._ended, []
                     full = len(self._pool) >= self._pool_size
                 if full and not ended:
                     return
