@@ -35,7 +35,6 @@ from capabilities import wire
 from capabilities.contract import ToolError, failure
 
 
-
 def run_server(server: Any, notification_options: Any = None) -> NoReturn:
     """Serve the low-level MCP `server` on stdin/stdout until the client leaves, then exit 0.
     `notification_options` (the SDK's `NotificationOptions`) declares the notifications it sends,

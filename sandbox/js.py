@@ -146,22 +146,19 @@ class JsEngine:
             while not self._closed:
                 with self._lock:
                     empty = not self._pool and self._pool_size > 0
-                if not empty:
+                if not empty:  # the next run has its VM: the rest waits for the runs to pause
                     self._wait_for_quiet()
-                with self._lock:
-                    ended: list[_JsRun] = []
-                    if not empty:
-                        ended, self._ended = self._ended, []
-                    full = len(self._pool) >= self._pool_size
-                if full and not ended:
-                    return
-                for run in ended:
-                    self._close_vm(run)
-                if not full:
-                    vm = _Vm(_DEFAULT_HEAP_MB)
-                    vm.guest.make_ready(self._written.pages)
                     with self._lock:
-                        self._pool.append(vm)
+                        ended, self._ended = self._ended, []
+                    for run in ended:
+                        self._close_vm(run)
+                    with self._lock:
+                        if len(self._pool) >= self._pool_size:
+                            return
+                vm = _Vm(_DEFAULT_HEAP_MB)
+                vm.guest.make_ready(self._written.pages)
+                with self._lock:
+                    self._pool.append(vm)
         finally:
             with self._lock:
                 self._tending = False
@@ -509,9 +506,7 @@ class _JsRun:
                 return _Step(done=True, error=RunError(kind="internal", message=f"could not make a JS VM: {exc}"))
         vm = self.vm
         vm.run = self
-        vm.guest.deadline = self.deadline
-        if self._here:
-            vm.guest.trap_within(_HERE_TICKS)
+        self._guest_deadline(self.deadline)
         try:
             try:
                 self._evaluate(self.code)
@@ -640,9 +635,7 @@ class _JsRun:
         vm = self.vm
         if vm is None or vm.dead or self.abandoned:
             return
-        vm.guest.deadline = time.monotonic() + _FLUSH_SECONDS
-        if self._here:
-            vm.guest.trap_within(_HERE_TICKS)  # on the caller's loop: as briefly as the step
+        self._guest_deadline(time.monotonic() + _FLUSH_SECONDS)
         try:
             out = json.loads(vm.guest.call_for_text(vm.step_fn, 0, 0, self.limits.max_output_bytes))
             if not isinstance(out, dict):
@@ -653,7 +646,16 @@ class _JsRun:
         except (*GUEST_FAILURES, ValueError, TypeError):
             pass  # keep what already arrived
         finally:
-            vm.guest.deadline = self.deadline
+            self._guest_deadline(self.deadline)
+
+    def _guest_deadline(self, when: float) -> None:
+        """When the guest must stop; on the caller's loop, its epoch also traps it `_HERE_TICKS`
+        ticks on."""
+        vm = self.vm
+        assert vm is not None
+        vm.guest.deadline = when
+        if self._here:
+            vm.guest.trap_within(_HERE_TICKS)
 
     def close_vm(self) -> None:
         """Free the VM; on the thread that used it, after the run."""

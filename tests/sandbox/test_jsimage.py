@@ -14,6 +14,8 @@ from pathlib import Path
 
 from sandbox import JsEngine, js
 
+from .conftest import vm_made_ahead
+
 
 async def _no_tools(*args):
     raise RuntimeError("no tools here")
@@ -86,9 +88,7 @@ def test_the_engine_writes_ahead_the_pages_every_run_writes() -> None:
         learned = _learned(engine)
         assert 0 < len(learned) <= js._MAX_PREFAULT_PAGES
         assert _run(engine, "1").value == 1  # takes the VM made before learning: one made after
-        deadline = time.monotonic() + 10
-        while not engine._pool and time.monotonic() < deadline:
-            time.sleep(0.01)
+        asyncio.run(vm_made_ahead(engine))
         with engine._lock:
             vm = engine._pool[0]
             assert learned <= vm.guest.copied_pages()
