@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import os
 import re
@@ -47,6 +48,8 @@ from sandbox._host import ArtifactBox, ConsoleCapture, RunLimitErrors, ToolBridg
 from sandbox._loops import RunThread, RunThreads
 from sandbox._wasmcall import WELL_FORMED_SOURCE, FULFILLED, GUEST_FAILURES, REJECTED, GuestVm, JSError, Trap, TrapCode
 from sandbox.result import CallTool, JsLimits, ListTools, OnConsole, RunError, RunResult, well_formed
+
+logger = logging.getLogger(__name__)
 
 GRACE_SECONDS = 0.5
 """How long past its deadline a run's answer may wait for a guest that does not stop."""
@@ -76,8 +79,9 @@ _MAX_RUN_THREADS = 64  # runs computing at once before they share threads
 _FLUSH_SECONDS = 0.25  # after a timeout, for the guest to hand over its last console lines
 _LEARN_RUNS = 5  # runs whose written pages are compared (see _PagesRunsWrite)
 _MAX_PREFAULT_PAGES = 64
-_QUIET_WAIT_SECONDS = 0.05  # how long the VM maker waits for the runs to pause
-_ANSWER_SECONDS = 0.001  # after a run, for its answer to leave before the maker works
+_OVERDUE_SECONDS = 0.05  # how long the maker's work waits for the runs to pause
+_CLOSE_HERE_BYTES = 16 << 20  # a VM this big is closed on the maker's thread, not the loop
+_ANSWER_SECONDS = 0.0005  # after a run, for its answer to leave before the maker works
 _HERE_TICKS = 2
 """Epoch ticks (10-20 ms) a run's first step may take on the caller's loop (see
 `_JsRun._first_step_here`)."""
@@ -89,9 +93,9 @@ _HERE_MAX_CODE_CHARS = 64 << 10  # and so does a longer script (compiling it tak
 class JsEngine:
     """Runs untrusted JavaScript. Create one per process; `run` is safe to call concurrently.
 
-    A few VMs for the default heap limit are made ahead on a thread of lower priority, which
-    also closes the VMs of the runs that ended; it works while no run goes (`_wait_for_quiet`),
-    so that work does not hold the GIL from a run or its answer.
+    A few VMs for the default heap limit are made ahead, and the VMs of the runs that ended are
+    closed, on the caller's loop between runs (`_tend`); at start, and for what the loop should
+    not do, on a thread of lower priority (`_on_thread`).
     """
 
     def __init__(self, *, pool_size: int = _POOL_SIZE) -> None:
@@ -100,28 +104,31 @@ class JsEngine:
         self._lock = threading.Lock()
         self._closed = False
         self._running = 0  # runs in progress
-        self._last_end = 0.0  # when the last one ended (time.monotonic())
-        self._ended: list[_JsRun] = []  # runs whose VM the maker is to close
-        self._tending = False  # the maker has `_tend` in hand
+        self._ended: list[_JsRun] = []  # runs whose VM is to be closed
+        self._tending: tuple[asyncio.AbstractEventLoop, asyncio.Handle] | None = None  # `_tend`, due
+        self._since = 0.0  # since when the maker's work waits (0: none waits)
+        self._on_thread_soon = False  # `_on_thread` is due
+        self._stopping = threading.Event()
         self._maker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="js-vm-maker")
         self._threads = RunThreads(_MAX_RUN_THREADS, "js-run")
         self._written = _PagesRunsWrite()
         _jsmodule.load()  # the compiled guest, from the disk cache (else 0.7 s of compiling)
         # and its pre-initialized image, here rather than first on the VM maker's thread, whose low
         # priority made a cold start's first run wait for it behind the imports of the process
-        image_ready()
+        self._has_image = image_ready()
         # A guest computing in a loop calls its interrupt poll (Python, under the GIL) thousands
         # of times a second from its run thread; at Python's default 5 ms switch interval the
         # event loop and the other runs' threads then wait for the GIL in a convoy, and every
         # run of the process answers late (seen: +2.5 s past their timeouts). A shorter interval
         # hands the GIL over sooner.
         sys.setswitchinterval(min(sys.getswitchinterval(), _SWITCH_INTERVAL_SECONDS))
-        self._start_tending()
+        self._to_thread()  # the first VMs
 
     def close(self) -> None:
         """Release the VMs made ahead and end the run threads (a run still going is abandoned:
         close the engine once its runs are done)."""
         self._closed = True
+        self._stopping.set()
         self._maker.shutdown(wait=True)
         self._threads.close()
         with self._lock:
@@ -138,44 +145,94 @@ class JsEngine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _tend(self) -> None:
-        """On the maker's thread: close the VMs of the runs that ended and fill the pool while no
-        run goes (`_wait_for_quiet`); but an empty pool gets a VM at once, for the next run."""
+    def _on_thread(self, delay: float) -> None:
+        """On the maker's thread, `delay` seconds on: fill the pool and close the VMs of ended
+        runs. At start; for VMs that boot (no image); and, `_OVERDUE_SECONDS` after a run ended,
+        for what the caller's loop did not do by then (its loop ended, or never had a turn)."""
         _yield_to_runs()
         try:
+            self._stopping.wait(delay)
             while not self._closed:
                 with self._lock:
-                    empty = not self._pool and self._pool_size > 0
-                if not empty:  # the next run has its VM: the rest waits for the runs to pause
-                    self._wait_for_quiet()
-                    with self._lock:
-                        ended, self._ended = self._ended, []
-                    for run in ended:
-                        self._close_vm(run)
-                    with self._lock:
-                        if len(self._pool) >= self._pool_size:
-                            return
-                vm = _Vm(_DEFAULT_HEAP_MB)
-                vm.guest.make_ready(self._written.pages)
-                with self._lock:
-                    self._pool.append(vm)
+                    ended, self._ended = self._ended, []
+                    full = len(self._pool) >= self._pool_size
+                for run in ended:
+                    self._close_vm(run)
+                if full:
+                    return
+                self._add(_Vm(_DEFAULT_HEAP_MB))
         finally:
             with self._lock:
-                self._tending = False
-                left = bool(self._ended)
-            if left:  # a run ended as this one stopped
-                self._start_tending()
+                self._on_thread_soon = False
 
-    def _wait_for_quiet(self) -> None:
-        """Wait (at most `_QUIET_WAIT_SECONDS`) until no run goes and the last one's answer has had
-        `_ANSWER_SECONDS` to leave: work here takes the GIL from the threads that run a guest
-        or send an answer, which then wait for it (see sandbox/README.md for the figures)."""
-        give_up = time.monotonic() + _QUIET_WAIT_SECONDS
-        while not self._closed:
-            now = time.monotonic()
-            if now >= give_up or (self._running == 0 and now - self._last_end >= _ANSWER_SECONDS):
+    def _to_thread(self, delay: float = 0.0) -> None:
+        with self._lock:
+            if self._on_thread_soon or self._closed:
                 return
-            time.sleep(_ANSWER_SECONDS)
+            self._on_thread_soon = True
+        try:
+            self._maker.submit(self._on_thread, delay)
+        except RuntimeError:  # closed meanwhile
+            pass
+
+    def _add(self, vm: _Vm) -> None:
+        """A VM made for the pool, put in it (or closed, the engine closed meanwhile)."""
+        vm.guest.make_ready(self._written.pages)
+        with self._lock:
+            if not self._closed:
+                self._pool.append(vm)
+                return
+        vm.close()
+
+    def _after_run(self) -> None:
+        """On the caller's loop, as a run ends: the maker's work is done on this loop, between
+        runs (`_tend`); what it did not do `_OVERDUE_SECONDS` on, on the maker's thread."""
+        loop = asyncio.get_running_loop()
+        self._since = self._since or time.monotonic()
+        self._to_thread(_OVERDUE_SECONDS)
+        if self._tending is None or self._tending[0] is not loop:
+            self._tending = (loop, loop.call_later(_ANSWER_SECONDS, self._tend))
+
+    def _tend(self) -> None:
+        """On the loop: one piece of the maker's work (make a VM for an empty pool; else close
+        one ended run's VM, or make one), then the next after what is ready to run. It waits
+        while a run goes (the ending run calls `_after_run` again), but an empty pool gets its
+        VM at once and a backlog waits at most `_OVERDUE_SECONDS`.
+
+        Here rather than on a thread: a VM is made and closed in some 30 calls into wasmtime,
+        each of which lets go of the GIL; from another thread, each took the GIL back from the
+        loop, which waited for it, and back-to-back runs were 12% slower (median; 25% mean)."""
+        loop = asyncio.get_running_loop()
+        if self._tending is None or self._tending[0] is not loop:
+            return  # another loop's, which took over
+        self._tending = None
+        if self._closed:
+            return
+        with self._lock:
+            empty = not self._pool and self._pool_size > 0
+            if self._running and not empty and time.monotonic() - self._since < _OVERDUE_SECONDS:
+                return
+            run = self._ended.pop() if self._ended and not empty else None
+            fill = run is None and len(self._pool) < self._pool_size
+        if run is not None:
+            if run.vm is not None and run.vm.guest.memory_bytes() > _CLOSE_HERE_BYTES:
+                try:  # unmapping it would hold the loop
+                    self._maker.submit(self._close_vm, run)
+                except RuntimeError:  # the engine closed meanwhile
+                    self._close_vm(run)
+            else:
+                self._close_vm(run)
+        elif fill and self._has_image:
+            try:
+                self._add(_Vm(_DEFAULT_HEAP_MB))
+            except GUEST_FAILURES as exc:
+                logger.warning("could not make a JS VM ahead: %s", exc)
+                self._since = 0.0
+                return
+        else:  # done (and booting a VM takes milliseconds: left to the thread)
+            self._since = 0.0
+            return
+        self._tending = (loop, loop.call_soon(self._tend))
 
     def _take(self, limits: JsLimits) -> _Vm | None:
         """A VM made ahead for these limits, or None (the run makes its own)."""
@@ -219,7 +276,6 @@ class JsEngine:
         finally:
             with self._lock:
                 self._running -= 1
-                self._last_end = time.monotonic()
                 if not run.abandoned:  # no thread uses its VM now: the maker closes it
                     self._ended.append(run)
             if run.abandoned:
@@ -227,17 +283,7 @@ class JsEngine:
                 self._threads.retire(thread, run.close_vm)
             else:
                 self._threads.release(thread)
-            self._start_tending()
-
-    def _start_tending(self) -> None:
-        with self._lock:
-            if self._tending or self._closed:
-                return
-            self._tending = True
-        try:
-            self._maker.submit(self._tend)
-        except RuntimeError:  # closed meanwhile
-            pass
+            self._after_run()
 
     def _close_vm(self, run: _JsRun) -> None:
         if run.vm is not None:

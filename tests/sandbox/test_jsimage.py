@@ -10,6 +10,7 @@ import os
 import time
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from sandbox import JsEngine, js
@@ -156,9 +157,10 @@ def test_a_corrupted_or_foreign_image_is_refused_and_built_again(tmp_path: Path)
 
 
 def test_the_vms_of_ended_runs_are_closed_while_runs_keep_coming() -> None:
-    """The maker closes the VMs of ended runs while no run goes, and when runs never pause, at
-    least every `_QUIET_WAIT_SECONDS`: a second of back-to-back runs leaves only a few to close,
-    and once the runs stop, none."""
+    """The VMs of ended runs are closed on the loop between runs, and when the loop has no turn
+    for it (these runs never let it run), on the maker's thread at least every
+    2 x `_OVERDUE_SECONDS`: a second of back-to-back runs leaves only a few to close, and once
+    the runs stop, none."""
 
     async def back_to_back() -> tuple[int, int]:
         runs = most = 0
@@ -168,13 +170,44 @@ def test_the_vms_of_ended_runs_are_closed_while_runs_keep_coming() -> None:
             assert result.value == 1
             runs += 1
             most = max(most, len(engine._ended))
+        deadline = time.monotonic() + 5
+        while engine._ended and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
         return runs, most
 
     with JsEngine() as engine:
         runs, most = asyncio.run(back_to_back())
         assert runs > 50
         assert most < max(50, runs // 4), (runs, most)  # piled up, it would be every run's VM
-        deadline = time.monotonic() + 5
-        while engine._ended and time.monotonic() < deadline:
-            time.sleep(0.01)
         assert not engine._ended
+
+
+def test_a_big_vm_is_closed_off_the_loop_and_small_ones_on_it(monkeypatch) -> None:
+    """Unmapping a VM that grew past `_CLOSE_HERE_BYTES` takes a while, so it is closed on the
+    maker's thread, not on the loop that serves every run; an empty run's VM closes on the loop."""
+    closed: list[tuple[int, str]] = []
+    close_vm = js._JsRun.close_vm
+
+    def recording(run: js._JsRun) -> None:
+        if run.vm is not None:
+            closed.append((run.vm.guest.memory_bytes(), threading.current_thread().name))
+        close_vm(run)
+
+    monkeypatch.setattr(js._JsRun, "close_vm", recording)
+
+    async def runs() -> None:
+        big = await engine.run("const s = 'x'.repeat(24 << 20); s.length", call_tool=_no_tools,
+                               list_tools=_no_listing)
+        assert big.value == 24 << 20
+        await vm_made_ahead(engine)
+        assert (await engine.run("1", call_tool=_no_tools, list_tools=_no_listing)).value == 1
+        deadline = time.monotonic() + 10
+        while len(closed) < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
+    with JsEngine() as engine:
+        asyncio.run(runs())
+    (big_bytes, big_thread), (small_bytes, small_thread) = sorted(closed[:2], reverse=True)
+    assert big_bytes > js._CLOSE_HERE_BYTES >= small_bytes
+    assert big_thread.startswith("js-vm-maker")
+    assert small_thread == threading.current_thread().name
