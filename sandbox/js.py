@@ -201,7 +201,8 @@ class JsEngine:
 
         Here rather than on a thread: a VM is made and closed in some 30 calls into wasmtime,
         each of which lets go of the GIL; from another thread, each took the GIL back from the
-        loop, which waited for it, and back-to-back runs were 12% slower (median; 25% mean)."""
+        loop, which waited for it. Here, runs back to back answer 12-15% sooner (median; 25% on
+        the mean; sandbox/README.md)."""
         loop = asyncio.get_running_loop()
         if self._tending is None or self._tending[0] is not loop:
             return  # another loop's, which took over
@@ -276,7 +277,7 @@ class JsEngine:
         finally:
             with self._lock:
                 self._running -= 1
-                if not run.abandoned:  # no thread uses its VM now: the maker closes it
+                if not run.abandoned:  # no thread uses its VM now: `_tend` closes it
                     self._ended.append(run)
             if run.abandoned:
                 # The guest has not returned: its thread closes the VM when it does, then ends.
