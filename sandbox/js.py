@@ -105,7 +105,7 @@ class JsEngine:
         self._closed = False
         self._running = 0  # runs in progress
         self._ended: list[_JsRun] = []  # runs whose VM is to be closed
-        self._tending: tuple[asyncio.AbstractEventLoop, asyncio.Handle] | None = None  # `_tend`, due
+        self._tending: asyncio.AbstractEventLoop | None = None  # the loop `_tend` is due on
         self._since = 0.0  # since when the maker's work waits (0: none waits)
         self._on_thread_soon = False  # `_on_thread` is due
         self._stopping = threading.Event()
@@ -190,8 +190,9 @@ class JsEngine:
         loop = asyncio.get_running_loop()
         self._since = self._since or time.monotonic()
         self._to_thread(_OVERDUE_SECONDS)
-        if self._tending is None or self._tending[0] is not loop:
-            self._tending = (loop, loop.call_later(_ANSWER_SECONDS, self._tend))
+        if self._tending is not loop:
+            self._tending = loop
+            loop.call_later(_ANSWER_SECONDS, self._tend)
 
     def _tend(self) -> None:
         """On the loop: one piece of the maker's work (make a VM for an empty pool; else close
@@ -204,7 +205,7 @@ class JsEngine:
         loop, which waited for it. Here, runs back to back answer 12-15% sooner (median; 25% on
         the mean; sandbox/README.md)."""
         loop = asyncio.get_running_loop()
-        if self._tending is None or self._tending[0] is not loop:
+        if self._tending is not loop:
             return  # another loop's, which took over
         self._tending = None
         if self._closed:
@@ -233,7 +234,8 @@ class JsEngine:
         else:  # done (and booting a VM takes milliseconds: left to the thread)
             self._since = 0.0
             return
-        self._tending = (loop, loop.call_soon(self._tend))
+        self._tending = loop
+        loop.call_soon(self._tend)
 
     def _take(self, limits: JsLimits) -> _Vm | None:
         """A VM made ahead for these limits, or None (the run makes its own)."""
@@ -277,7 +279,7 @@ class JsEngine:
         finally:
             with self._lock:
                 self._running -= 1
-                if not run.abandoned:  # no thread uses its VM now: `_tend` closes it
+                if not run.abandoned:  # no thread uses its VM now: `_tend` (or the maker's thread) closes it
                     self._ended.append(run)
             if run.abandoned:
                 # The guest has not returned: its thread closes the VM when it does, then ends.
@@ -705,7 +707,8 @@ class _JsRun:
             vm.guest.trap_within(_HERE_TICKS)
 
     def close_vm(self) -> None:
-        """Free the VM; on the thread that used it, after the run."""
+        """Free the VM, once no thread uses it (after the run, or after an abandoned run's guest
+        returned)."""
         vm, self.vm = self.vm, None
         if vm is None:
             return

@@ -158,9 +158,9 @@ def test_a_corrupted_or_foreign_image_is_refused_and_built_again(tmp_path: Path)
 
 def test_the_vms_of_ended_runs_are_closed_while_runs_keep_coming() -> None:
     """The VMs of ended runs are closed on the loop between runs, and when the loop has no turn
-    for it (these runs never let it run), on the maker's thread at least every
-    2 x `_OVERDUE_SECONDS`: a second of back-to-back runs leaves only a few to close, and once
-    the runs stop, none."""
+    for it (these runs never let it run), on the maker's thread `_OVERDUE_SECONDS` after a run
+    ended: a second of back-to-back runs leaves only a few to close, and once the runs stop,
+    none."""
 
     async def back_to_back() -> tuple[int, int]:
         runs = most = 0
