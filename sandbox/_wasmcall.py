@@ -29,7 +29,7 @@ import math
 import mmap
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any
 
 import ctypes
@@ -49,9 +49,16 @@ EngineError = _engine.QuickJSError  # the engine layer's base error (JSError, Ma
 Trap = wasmtime.Trap
 TrapCode = wasmtime.TrapCode
 WasmtimeError = wasmtime.WasmtimeError
-GUEST_FAILURES = (EngineError, Trap, WasmtimeError, ValueError)
+
+
+class Interrupted(Exception):
+    """A call into the guest stopped at its store's epoch deadline (`GuestVm.trap_within`)."""
+
+
+GUEST_FAILURES = (EngineError, Trap, WasmtimeError, Interrupted, ValueError)
 """What a call into a guest may raise: a JS exception, a marshalling failure, a trap (stack
-exhausted, memory cap hit inside the engine), or ValueError from a store already closed."""
+exhausted, memory cap hit inside the engine), a stop at the epoch deadline, or ValueError from
+a store already closed."""
 
 PENDING, FULFILLED, REJECTED = 0, 1, 2
 _JOBS_PER_CALL = 100_000  # the guest's execute_pending_jobs stops after this many
@@ -62,6 +69,12 @@ EPOCH_GRACE_SECONDS = 0.3
 _MIN_MEMORY = 16 << 20  # linear memory the engine needs beyond the JS heap
 _MAX_ARGS = 4  # of a call_for_text
 _PAGE = mmap.PAGESIZE
+
+Steps = Generator[tuple[str, tuple[int, ...]], Any, Any]
+"""Calls into the guest, one at a time (see `GuestVm.now`)."""
+OFF_THE_LOOP = ("", ())
+"""What steps ask for before they make a call that may run the script's code and is not
+started to pause: they go on on the run's thread."""
 
 
 @functools.cache
@@ -142,7 +155,7 @@ class _Call:
     """One export of one instance, ready to call: its function, its signature and its argument and
     result arrays, made once (an instance is driven by one thread at a time)."""
 
-    __slots__ = ("func", "kinds", "params", "results", "result_field")
+    __slots__ = ("func", "kinds", "params", "results", "result_field", "started")
 
     def __init__(self, fn: wasmtime.Func, signature: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
         kinds, result_kinds = signature
@@ -153,6 +166,7 @@ class _Call:
             slot.kind = kind
         self.results = (_ffi.wasmtime_val_t * len(result_kinds))()
         self.result_field = tuple(_NUMBERS[kind][0] for kind in result_kinds)
+        self.started: tuple[Any, Any] | None = None  # `Paused`'s own arrays, made at its first
 
 
 def _prepared(self: Any, name: str) -> _Call | None:
@@ -170,29 +184,49 @@ def _prepared(self: Any, name: str) -> _Call | None:
 def _c(self: Any, name: str, *args: Any) -> Any:
     """quickjs-rs's `_Instance.c` (call an export, this instance published as the active one for
     the host imports' trampolines), with numbers passed and read as wasmtime's C API has them."""
-    call = _prepared(self, name)
-    if call is None or len(args) != len(call.kinds):
-        return _plain_c(self, name, *args)
-    params = call.params
-    for i, ((_kind, field, python_type), value) in enumerate(zip(call.kinds, args)):
-        if not isinstance(value, python_type):
-            return _plain_c(self, name, *args)  # which refuses it as wasmtime-py does
-        setattr(params[i].of, field, value)
-    results = call.results
-    trap = ctypes.POINTER(_ffi.wasm_trap_t)()
-    current = _engine._CUR
-    prev = getattr(current, "inst", None)
-    current.inst = self
+    epoch: Epoch | None = getattr(self.store, "codedesk_epoch", None)
+    if epoch is not None:
+        if epoch.depth == 0:
+            epoch.stopped = False
+        epoch.depth += 1
     try:
-        error = _ffi.wasmtime_func_call(self.store._context(), call.func, params, len(params), results,
-                                        len(results), ctypes.byref(trap))
+        call = _prepared(self, name)
+        if call is None or len(args) != len(call.kinds):
+            return _plain_c(self, name, *args)
+        params = call.params
+        for i, ((_kind, field, python_type), value) in enumerate(zip(call.kinds, args)):
+            if not isinstance(value, python_type):
+                return _plain_c(self, name, *args)  # which refuses it as wasmtime-py does
+            setattr(params[i].of, field, value)
+        results = call.results
+        trap = ctypes.POINTER(_ffi.wasm_trap_t)()
+        current = _engine._CUR
+        prev = getattr(current, "inst", None)
+        current.inst = self
+        try:
+            error = _ffi.wasmtime_func_call(self.store._context(), call.func, params, len(params), results,
+                                            len(results), ctypes.byref(trap))
+        finally:
+            current.inst = prev
+        if error or trap:
+            _raise_failure(error, trap, epoch)
+        return _read_results(results, call.result_field)
     finally:
-        current.inst = prev
-    if error or trap:  # as wasmtime-py's `enter_wasm`: a host function's own exception first
-        failure = wasmtime.WasmtimeError._from_ptr(error) if error else Trap._from_ptr(trap)
-        maybe_raise_last_exn()
-        raise failure
-    fields = call.result_field
+        if epoch is not None:
+            epoch.depth -= 1
+
+
+def _raise_failure(error: Any, trap: Any, epoch: Epoch | None) -> None:
+    """As wasmtime-py's `enter_wasm`: a host function's own exception first; a stop at the
+    epoch deadline as `Interrupted`."""
+    failure = wasmtime.WasmtimeError._from_ptr(error) if error else Trap._from_ptr(trap)
+    maybe_raise_last_exn()
+    if epoch is not None and epoch.stopped and epoch.depth <= 1:
+        raise Interrupted("the guest was stopped at its epoch deadline") from failure
+    raise failure
+
+
+def _read_results(results: Any, fields: tuple[str, ...]) -> Any:
     if not fields:
         return None
     if len(fields) == 1:
@@ -201,6 +235,137 @@ def _c(self: Any, name: str, *args: Any) -> Any:
 
 
 _engine._Instance.c = _c
+
+
+# ---- the epoch deadline, and calls that pause: a store's epoch deadline comes every tick once
+# passed; what then happens is `Epoch`'s to say (one callback for every VM's store). A call
+# started with `GuestVm.start` pauses there, in its slice, and goes on from where it was when
+# polled again, on any thread: a guest step tried on the caller's loop that computes longer is
+# handed, paused, to the run's thread, rather than holding the loop or being thrown away.
+
+_YIELD, _CONTINUE = 1, 0
+_DeadlineCallback = ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.POINTER(_ffi.wasmtime_context_t), ctypes.c_void_p,
+                                     ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint8))
+_call_async = _ffi.dll["wasmtime_func_call_async"]  # prototypes of our own, not wasmtime-py's
+_call_async.restype = ctypes.c_void_p
+_call_async.argtypes = [ctypes.POINTER(_ffi.wasmtime_context_t), ctypes.POINTER(_ffi.wasmtime_func_t),
+                        ctypes.POINTER(_ffi.wasmtime_val_t), ctypes.c_size_t, ctypes.POINTER(_ffi.wasmtime_val_t),
+                        ctypes.c_size_t, ctypes.POINTER(ctypes.POINTER(_ffi.wasm_trap_t)),
+                        ctypes.POINTER(ctypes.POINTER(_ffi.wasmtime_error_t))]
+_poll = _ffi.dll["wasmtime_call_future_poll"]
+_poll.restype = ctypes.c_bool
+_poll.argtypes = [ctypes.c_void_p]
+_delete_future = _ffi.dll["wasmtime_call_future_delete"]
+_delete_future.restype = None
+_delete_future.argtypes = [ctypes.c_void_p]
+_on_deadline = _ffi.dll["wasmtime_store_epoch_deadline_callback"]
+_on_deadline.restype = None
+_on_deadline.argtypes = [ctypes.POINTER(_ffi.wasmtime_store_t), _DeadlineCallback, ctypes.c_void_p, ctypes.c_void_p]
+
+
+class Epoch:
+    """What a VM's store does at its epoch deadline: pause a call started with `GuestVm.start`
+    while `slicing`; else go on until `backstop` (time.monotonic()), and stop the guest there."""
+
+    __slots__ = ("depth", "slicing", "backstop", "stopped")
+
+    def __init__(self) -> None:
+        self.depth = 0  # calls into the guest under way (a host function may call in again)
+        self.slicing = False  # the outermost call pauses at the deadline (`Paused`)
+        self.backstop = 0.0  # 0: stop at the deadline
+        self.stopped = False  # the outermost call was stopped at the deadline
+
+
+_epochs: dict[int, Epoch] = {}  # the callback's data -> its store's Epoch
+_epoch_keys = iter(range(1, 1 << 62))
+
+
+@_DeadlineCallback
+def _at_deadline(_context: Any, data: int | None, delta: Any, kind: Any) -> int:
+    epoch = _epochs.get(data or 0)
+    if epoch is not None:
+        if epoch.slicing and epoch.depth == 1:
+            delta[0], kind[0] = 1, _YIELD
+            return 0
+        left = epoch.backstop - time.monotonic()
+        if left > 0:
+            delta[0], kind[0] = max(1, math.ceil(left / EPOCH_TICK)), _CONTINUE
+            return 0
+        epoch.stopped = True
+    return ctypes.cast(_ffi.wasmtime_error_new(b"stopped at the epoch deadline"), ctypes.c_void_p).value or 0
+
+
+def _watch_epoch(store: wasmtime.Store) -> Epoch:
+    """Give `store` an `Epoch`, which its epoch deadline consults from now on."""
+    key = next(_epoch_keys)
+    epoch = _epochs[key] = Epoch()
+    store.codedesk_epoch = epoch
+    store.codedesk_epoch_key = key
+    _on_deadline(store.ptr(), _at_deadline, key, None)
+    return epoch
+
+
+class Paused:
+    """A call into the guest started with `GuestVm.start`: `poll` runs it on (from any thread,
+    one at a time) until it returns or pauses at the epoch deadline; `result` then reads it. No
+    other call may go into the VM until it has returned (or `cancel`)."""
+
+    __slots__ = ("_inst", "_epoch", "_results", "_fields", "_trap", "_error", "_future", "done")
+
+    def __init__(self, inst: Any, name: str, args: tuple[int, ...]) -> None:
+        call = _prepared(inst, name)
+        if call is None or len(args) != len(call.kinds):
+            raise TypeError(f"{name} cannot be started as a paused call")
+        epoch: Epoch = inst.store.codedesk_epoch
+        if epoch.depth:
+            raise RuntimeError("a call is already under way in this VM")
+        if call.started is None:  # not `params`: a host function's calls into the VM use those
+            params = (_ffi.wasmtime_val_t * len(call.kinds))()
+            for slot, (kind, _field, _type) in zip(params, call.kinds):
+                slot.kind = kind
+            call.started = (params, (_ffi.wasmtime_val_t * len(call.result_field))())
+        params, self._results = call.started
+        for slot, (_kind, field, _type), value in zip(params, call.kinds, args):
+            setattr(slot.of, field, value)
+        self._inst = inst
+        self._epoch = epoch
+        self._fields = call.result_field
+        self._trap = ctypes.POINTER(_ffi.wasm_trap_t)()
+        self._error = ctypes.POINTER(_ffi.wasmtime_error_t)()
+        epoch.depth, epoch.stopped, epoch.slicing = 1, False, True
+        self._future = _call_async(inst.store._context(), call.func, params, len(params), self._results,
+                                   len(self._results), ctypes.byref(self._trap), ctypes.byref(self._error))
+        self.done = False
+
+    def poll(self, *, slicing: bool) -> bool:
+        """Run the call on until it returns (True) or, with `slicing`, pauses at the deadline."""
+        self._epoch.slicing = slicing
+        current = _engine._CUR
+        prev = getattr(current, "inst", None)
+        current.inst = self._inst
+        try:
+            self.done = bool(_poll(self._future))
+        finally:
+            current.inst = prev
+        return self.done
+
+    def result(self) -> Any:
+        """What the returned call answered (or raised)."""
+        assert self.done
+        self._end()
+        if self._error or self._trap:
+            _raise_failure(self._error, self._trap, self._epoch)
+        return _read_results(self._results, self._fields)
+
+    def cancel(self) -> None:
+        """Drop the call where it paused (its VM is not to be used again)."""
+        self._end()
+
+    def _end(self) -> None:
+        if self._future:
+            _delete_future(self._future)
+            self._future = None
+        self._epoch.depth, self._epoch.slicing = 0, False
 
 
 def memory_cap(heap_bytes: int) -> int:
@@ -231,6 +396,8 @@ class GuestVm:
         inst = self._ctx._inst
         self._store = inst.store
         self._flag: _jsinterrupt.Flag = inst.store.codedesk_flag  # the interrupt poll, in wasm
+        self._epoch = _watch_epoch(self._store)
+        self._paused: Paused | None = None
         self._memory = inst.mem
         try:
             self._store.set_limits(memory_size=self.memory_cap)
@@ -283,6 +450,9 @@ class GuestVm:
                 ticks = FAR_EPOCH
             else:
                 ticks = max(1, math.ceil((when + EPOCH_GRACE_SECONDS - time.monotonic()) / EPOCH_TICK))
+            self._epoch.backstop = when + EPOCH_GRACE_SECONDS
+        else:
+            self._epoch.backstop = 0.0
         self._store.set_epoch_deadline(ticks)
 
     def abort(self) -> None:
@@ -301,8 +471,55 @@ class GuestVm:
     def run_jobs(self) -> None:
         """Run the microtask queue until it is empty (the guest runs at most 100,000 jobs
         a call; a long but finite chain of them is not a stuck script)."""
-        while self._ctx.run_pending_jobs() >= _JOBS_PER_CALL:
+        self.now(self.jobs_steps())
+
+    def jobs_steps(self) -> Steps:
+        """`run_jobs`, as steps (see `now`)."""
+        while (yield ("execute_pending_jobs", ())) >= _JOBS_PER_CALL:
             pass
+
+    def now(self, steps: Steps, answer: Any = None, error: BaseException | None = None) -> Any:
+        """Make the calls into the guest `steps` asks for (`(export, args)` tuples sent back
+        their answer; an error is thrown into them), one after another on this thread; what
+        `steps` returns. The same steps may instead be driven a call at a time, each `start`ed
+        and polled (`sandbox.js`): only these calls run guest code that may take long. `answer`
+        (or `error`): of the call `steps` asked for last, when it was made elsewhere."""
+        inst = self._ctx._inst
+        try:
+            request = steps.send(answer) if error is None else steps.throw(error)
+            while True:
+                if request is OFF_THE_LOOP:
+                    request = steps.send(None)
+                    continue
+                try:
+                    answer = inst.c(request[0], *request[1])
+                except GUEST_FAILURES as exc:
+                    request = steps.throw(exc)
+                else:
+                    request = steps.send(answer)
+        except StopIteration as end:
+            return end.value
+
+    def pause_within(self, ticks: int) -> None:
+        """Pause a started call once the epoch has ticked `ticks` times from now; any other call
+        still runs on until `EPOCH_GRACE_SECONDS` past the deadline. Between calls into it."""
+        self.go_on_until_backstop()
+        self._store.set_epoch_deadline(ticks)
+
+    def go_on_until_backstop(self) -> None:
+        """From now on, a started call that pauses runs on until `EPOCH_GRACE_SECONDS` past the
+        deadline (it may be paused: the store is not touched)."""
+        self._epoch.backstop = self._deadline + EPOCH_GRACE_SECONDS
+
+    def start(self, request: tuple[str, tuple[int, ...]]) -> Paused:
+        """Start one of `now`'s calls so that it pauses at the epoch deadline (see `Paused`)."""
+        paused = self._paused = Paused(self._ctx._inst, *request)
+        return paused
+
+    def ended(self, paused: Paused) -> Any:
+        """The answer of a started call that returned (what it raised, raised)."""
+        self._paused = None
+        return paused.result()
 
     def promise_state(self, handle: Any) -> int:
         return self._ctx.promise_state(handle)
@@ -327,8 +544,12 @@ class GuestVm:
         but with the VM's argument slots, `undefined` and numbers made once: through quickjs-rs's
         marshalling one such call is a dozen calls into the guest, here it is one, and one more
         for each string passed and for the answer."""
+        return self.now(self.call_for_text_steps(fn, *args))
+
+    def call_for_text_steps(self, fn: Any, *args: int | str | Any) -> Steps:
+        """`call_for_text`, as steps (see `now`)."""
         inst = self._ctx._inst
-        answer = self._call(fn, args)
+        answer = yield from self._call_steps(fn, args)
         try:
             return inst._get_string(answer)
         except _engine.MarshalError:
@@ -338,9 +559,13 @@ class GuestVm:
 
     def call(self, fn: Any, *args: int | str | Any) -> None:
         """As `call_for_text`, for a function whose answer is not read (`deliver`)."""
-        self._ctx._inst.c("free_value", self._call(fn, args))
+        self.now(self.call_steps(fn, *args))
 
-    def _call(self, fn: Any, args: tuple[Any, ...]) -> int:
+    def call_steps(self, fn: Any, *args: int | str | Any) -> Steps:
+        """`call`, as steps (see `now`)."""
+        self._ctx._inst.c("free_value", (yield from self._call_steps(fn, args)))
+
+    def _call_steps(self, fn: Any, args: tuple[Any, ...]) -> Steps:
         """Call `fn` with `args` through the VM's argument slots: the handle of its answer."""
         inst = self._ctx._inst
         if self._slots == 0:
@@ -367,11 +592,12 @@ class GuestVm:
             argv, out = self._slots, self._slots + 4 * _MAX_ARGS
             if handles:
                 inst.mem.write(inst.store, struct.pack(f"<{len(handles)}i", *handles), argv)
-            status = inst.c("call_function", fn._require_live(), self._undefined, argv, len(handles), out)
+            status = yield ("call_function", (fn._require_live(), self._undefined, argv, len(handles), out))
         finally:
             for handle in made:
                 inst.c("free_value", handle)
         if status == _engine.STATUS_JS_ERROR:
+            yield OFF_THE_LOOP  # reading what was thrown may run the script's getters
             raise inst.take_exception()
         if status != _engine.STATUS_OK:
             raise JSError("Error", f"call status={status}", None)
@@ -438,6 +664,10 @@ class GuestVm:
         if self.closed:
             return
         self.closed = True
+        if self._paused is not None:  # a call paused and never taken up again
+            self._paused.cancel()
+            self._paused = None
+        _epochs.pop(self._store.codedesk_epoch_key, None)
         self._flag.retire()
         self._ctx._inst.codedesk_well_formed = None
         self._ctx.close()  # frees the store, and every value in it: no handle needs freeing first

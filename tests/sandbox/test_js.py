@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from sandbox import JsEngine, JsLimits, LimitsError
+from sandbox import JsEngine, JsLimits, LimitsError, js
+from sandbox._loops import RunThread
 
 from .conftest import PNG_1PX, ToolHost, cut_off, odd_results, vm_made_ahead
 
@@ -144,6 +145,53 @@ async def test_a_first_step_that_computes_long_is_run_once_as_the_script_sees_it
     assert [line.text for line in result.console] == ["start", "end"]
     assert seen == ["start", "end"]
     assert [block["text"] for block in result.artifacts] == ["note"]
+
+
+async def test_a_later_step_that_computes_long_pauses_on_the_loop_and_goes_on_on_its_thread(
+        js_engine, tools, monkeypatch):
+    """Steps after the first (a result delivered, the script on to its next await) are tried on
+    the caller's loop as well; one that computes past a few epoch ticks pauses where it is and
+    its thread takes it up from there: the script's work is done once, in order."""
+    went_on: list[int] = []
+    go_on = js._JsRun._go_on
+    monkeypatch.setattr(js._JsRun, "_go_on", lambda run, *args: went_on.append(1) or go_on(run, *args))
+    seen: list[str] = []
+    await vm_made_ahead(js_engine)
+    result = await js_engine.run(
+        'console.log("a");\nconst r = await mcp.callTool("t", "echo", {n: 1});\nconsole.log("b");\n'
+        "let x = 0; const t = Date.now(); while (Date.now() - t < 300) x++;\n"
+        'console.log("c");\nconst r2 = await mcp.callTool("t", "echo", {n: 2});\n'
+        "[JSON.parse(r.content[0].text).n, JSON.parse(r2.content[0].text).n, x > 0]",
+        **tools.kwargs(),
+        on_console=lambda level, text: seen.append(text),
+    )
+    assert result.status == "ok", result.error
+    assert result.value == [1, 2, True]
+    assert [line.text for line in result.console] == ["a", "b", "c"]
+    assert seen == ["a", "b", "c"]
+    assert tools.calls == [("t", "echo", {"n": 1}), ("t", "echo", {"n": 2})]
+    assert went_on == [1]  # the step that computed; the others ended on the loop
+
+
+async def test_short_steps_after_calls_make_no_thread_hop(js_engine, tools, monkeypatch):
+    """A run whose steps are short (calls awaited one after another) runs them all on the
+    caller's loop: none goes to a thread and back (two wake-ups, about half of what a tool call
+    cost in the engine)."""
+    hops: list[str] = []
+    call = RunThread.call
+
+    async def counted(thread, fn, *args, **kwargs):
+        hops.append(getattr(fn, "__name__", "?"))
+        return await call(thread, fn, *args, **kwargs)
+
+    monkeypatch.setattr(RunThread, "call", counted)
+    await vm_made_ahead(js_engine)
+    result = await js_engine.run(
+        'let n = 0; for (let i = 0; i < 5; i++) n += JSON.parse((await mcp.callTool("t", "echo", {i})).content[0].text).i;\nn',
+        **tools.kwargs(),
+    )
+    assert result.value == 10
+    assert hops == []
 
 
 async def test_artifact_attaches_image_blocks_and_text(js_engine, tools):

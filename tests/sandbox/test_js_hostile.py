@@ -262,12 +262,20 @@ async def test_a_guest_stuck_past_the_grace_is_abandoned_and_its_vm_never_reused
             assert again.value == ["undefined", 4]
 
 
-@pytest.mark.parametrize("code", ["for (;;) {}", "const a = []; a.length = 2 ** 26; a.join('').length"],
-                         ids=["js-loop", "builtin-loop"])
-async def test_a_hostile_first_step_holds_the_callers_loop_only_briefly(js_engine, tools, code):
-    """A run's first step is tried on the caller's event loop; one that does not end (a loop in
+_AFTER_A_CALL = 'await mcp.callTool("t", "echo", {});\n'
+
+
+@pytest.mark.parametrize("code", ["for (;;) {}", "const a = []; a.length = 2 ** 26; a.join('').length",
+                                  _AFTER_A_CALL + "for (;;) {}",
+                                  _AFTER_A_CALL + "const a = []; a.length = 2 ** 26; a.join('').length",
+                                  _AFTER_A_CALL + "throw {get name() { for (;;) {} }}"],
+                         ids=["js-loop", "builtin-loop", "js-loop-after-a-call", "builtin-loop-after-a-call",
+                              "hostile-getter-after-a-call"])
+async def test_a_hostile_step_holds_the_callers_loop_only_briefly(js_engine, tools, code):
+    """A run's steps are tried on the caller's event loop; one that does not end (a loop in
     JavaScript, or inside one C builtin, which polls no interrupt) is stopped there within a few
-    epoch ticks and goes on on its own thread: the loop keeps turning while the run times out."""
+    epoch ticks (the first step, to start again on its thread) or paused there (a later one, to
+    go on on its thread): the loop keeps turning while the run times out."""
     longest_pause = 0.0
 
     async def beat() -> None:
