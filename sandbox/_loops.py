@@ -1,8 +1,9 @@
 """Threads that run guest code, one run at a time each, and are retired when a run overruns.
 
-A JavaScript run's guest steps (evaluate, run jobs, deliver completions) execute on a
-`RunThread`, not on the caller's event loop: a script that computes for seconds without
-awaiting holds that thread only, and the server's loop keeps answering other clients and runs.
+A JavaScript run's guest steps (evaluate, run jobs, deliver completions) that take longer than
+the caller's event loop lends them (a few milliseconds, `sandbox.js`) execute on a `RunThread`:
+a script that computes for seconds without awaiting holds that thread only, and the server's
+loop keeps answering other clients and runs.
 
 A run whose step does not return by its deadline is abandoned: its thread is `retire`d, so no
 later run is ever queued behind it, and when the step finally returns (the guest is told to

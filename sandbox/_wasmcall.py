@@ -11,7 +11,8 @@ job queue) and owns what the public layer decided:
   a Python poll made busy guests hold up every thread); it answers "stop" once the VM's
   `deadline` has passed, in every call into the guest (evaluation, jobs, calls, marshalling),
   and `abort()` makes it answer "stop" at once, from any thread; past the deadline and a grace,
-  the store's epoch deadline traps the guest wherever it is (`sandbox._jsmodule`);
+  the store's epoch deadline stops the guest wherever it is (`sandbox._jsmodule`, `Epoch`);
+  a call may instead be started to pause there and go on later, on another thread (`Paused`);
 - the memory: QuickJS's own limit does not count strings or typed arrays, so the wasm
   store's linear memory is capped as well (`memory.grow` fails past it);
 - the threads: a VM is used by one thread at a time, handed over through locks or futures,
@@ -441,9 +442,9 @@ class GuestVm:
         self.trap_within(None)
 
     def trap_within(self, ticks: int | None) -> None:
-        """Trap the guest wherever it is once the epoch has ticked `ticks` times from now (a
-        `Trap` whose `trap_code` is `INTERRUPT`); None: `EPOCH_GRACE_SECONDS` past its deadline,
-        as the deadline says. From the thread that runs the VM, between calls into it."""
+        """Stop the guest wherever it is once the epoch has ticked `ticks` times from now (the
+        call raises `Interrupted`); None: `EPOCH_GRACE_SECONDS` past its deadline, as the
+        deadline says. From the thread that runs the VM, between calls into it."""
         if ticks is None:
             when = self._deadline
             if math.isinf(when) or self.closed:
