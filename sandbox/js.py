@@ -86,6 +86,7 @@ _ANSWER_SECONDS = 0.0005  # after a run, for its answer to leave before the make
 _HERE_TICKS = 2
 """Epoch ticks (10-20 ms) a run's first step may take on the caller's loop (see
 `_JsRun._first_step_here`)."""
+_SLOW_STEP_SECONDS = 0.002  # a later step this long on the loop sends the run's next ones to its thread
 _HERE_MIN_TIMEOUT_SECONDS = 0.1  # a run this short starts on its thread
 _HERE_MAX_CODE_CHARS = 64 << 10  # and so does a longer script (compiling it takes a while, and
 # turning TypeScript into JavaScript runs in a store the epoch does not stop)
@@ -157,11 +158,13 @@ class JsEngine:
                 with self._lock:
                     ended, self._ended = self._ended, []
                     full = len(self._pool) >= self._pool_size
+                    if full and not ended:  # done; a run ending from now on calls `_to_thread`
+                        self._on_thread_soon = False
+                        return
                 for run in ended:
                     self._close_vm(run)
-                if full:
-                    return
-                self._add(_Vm(_DEFAULT_HEAP_MB))
+                if not full:
+                    self._add(_Vm(_DEFAULT_HEAP_MB))
         finally:
             with self._lock:
                 self._on_thread_soon = False
@@ -427,6 +430,7 @@ class _JsRun:
         self._on_console = on_console
         self._here = False  # the first step is being tried on the caller's loop
         self._slicing = False  # a later step is (`_step`)
+        self._slow = False  # a later step took long there: the next ones go to the thread
         self._begin()
 
     def _begin(self) -> None:
@@ -513,15 +517,20 @@ class _JsRun:
         of what a tool call adds in the engine). A call that computes on past the store's
         epoch deadline, `_HERE_TICKS` ticks on, pauses there (`GuestVm.start`), and the run's
         thread takes the step up from where it paused: the loop waits 10-20 ms at most, whatever
-        the guest does, and the guest loses nothing. The calls between (marshalling) stop at
-        that deadline: they run no script code but a hostile getter on a thrown value."""
+        the guest does, and the guest loses nothing. The calls between (making and reading
+        strings) run no script code; reading a thrown value may (a getter), and is left to the
+        thread. A run that computed on the loop longer than `_SLOW_STEP_SECONDS` in one step
+        makes its later steps on its thread: the loop serves every client and run, and a script
+        that computes between its awaits would take it in slices."""
         vm = self.vm
         assert vm is not None
         guest = vm.guest
-        if vm.dead or not _jsmodule.EPOCHS or self.limits.timeout_seconds < _HERE_MIN_TIMEOUT_SECONDS:
+        if (vm.dead or self._slow or not _jsmodule.EPOCHS
+                or self.limits.timeout_seconds < _HERE_MIN_TIMEOUT_SECONDS):
             return await self._on(thread, guest.now, steps)
         guest.pause_within(_HERE_TICKS)
         self._slicing = True
+        started = time.monotonic()
         try:
             request = next(steps)
             while True:
@@ -531,7 +540,7 @@ class _JsRun:
                     return await self._on(thread, guest.now, steps)
                 paused = guest.start(request)
                 if not paused.poll(slicing=True):
-                    self._slicing = False
+                    self._slicing, self._slow = False, True
                     return await self._on(thread, self._go_on, steps, paused)
                 try:
                     answer = guest.ended(paused)
@@ -544,7 +553,9 @@ class _JsRun:
                 guest.trap_within(None)
             return end.value
         finally:
-            self._slicing = False
+            if self._slicing:  # the step ended here
+                self._slicing = False
+                self._slow = time.monotonic() - started > _SLOW_STEP_SECONDS
 
     def _go_on(self, steps: Steps, paused: Any) -> _Step:
         """On the run's thread: the rest of a step that paused on the loop."""

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import JsEngine, JsLimits
+from sandbox._loops import RunThread
 
 from .conftest import vm_made_ahead
 
@@ -297,11 +298,35 @@ async def test_a_hostile_step_holds_the_callers_loop_only_briefly(js_engine, too
     assert longest_pause < 0.5  # held for the whole run, it would be 2 s and more
 
 
+async def test_a_script_computing_between_its_awaits_takes_the_loop_for_one_step_only(
+        js_engine, tools, monkeypatch):
+    """Steps after the first are tried on the caller's loop; a script that computes a few
+    milliseconds after each of many awaits (under the pause, 2 epoch ticks) would take the loop
+    in slices, from every client and run. Once one step computed there longer than 2 ms, its
+    later steps go to its thread."""
+    on_thread: list[str] = []
+    call = RunThread.call
+
+    async def counted(thread, fn, *args, **kwargs):
+        on_thread.append(getattr(fn, "__name__", "?"))
+        return await call(thread, fn, *args, **kwargs)
+
+    monkeypatch.setattr(RunThread, "call", counted)
+    await vm_made_ahead(js_engine)
+    result = await js_engine.run(
+        "for (let i = 0; i < 20; i++) {\n  await new Promise((r) => setTimeout(r, 0));\n"
+        "  const t = Date.now(); while (Date.now() - t < 6) {}\n}\n'done'",
+        **tools.kwargs(), limits=JsLimits(timeout_seconds=10))
+    assert result.value == "done", result.error
+    assert len(on_thread) >= 19  # the first slow step on the loop, every later one on the thread
+
+
 # ---- crashes: fresh engines in subprocesses, 20 times each ----
 
 _CRASH_CASES = """
 import asyncio, os, sys
 from sandbox import JsEngine, JsLimits
+from sandbox._loops import RunThread
 
 async def call_tool(server, tool, args):
     if tool == "hang":
