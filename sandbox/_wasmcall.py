@@ -283,16 +283,20 @@ _epoch_keys = iter(range(1, 1 << 62))
 
 @_DeadlineCallback
 def _at_deadline(_context: Any, data: int | None, delta: Any, kind: Any) -> int:
-    epoch = _epochs.get(data or 0)
-    if epoch is not None:
-        if epoch.slicing and epoch.depth == 1:
-            delta[0], kind[0] = 1, _YIELD
-            return 0
-        left = epoch.backstop - time.monotonic()
-        if left > 0:
-            delta[0], kind[0] = max(1, math.ceil(left / EPOCH_TICK)), _CONTINUE
-            return 0
-        epoch.stopped = True
+    try:
+        epoch = _epochs.get(data or 0)
+        if epoch is not None:
+            if epoch.slicing and epoch.depth == 1:
+                delta[0], kind[0] = 1, _YIELD
+                return 0
+            left = epoch.backstop - time.monotonic()
+            if left > 0:
+                delta[0] = FAR_EPOCH if math.isinf(left) else max(1, math.ceil(left / EPOCH_TICK))
+                kind[0] = _CONTINUE
+                return 0
+            epoch.stopped = True
+    except Exception:  # noqa: BLE001 - whatever went wrong here, the guest stops (fails closed)
+        pass
     return ctypes.cast(_ffi.wasmtime_error_new(b"stopped at the epoch deadline"), ctypes.c_void_p).value or 0
 
 

@@ -321,6 +321,21 @@ async def test_a_script_computing_between_its_awaits_takes_the_loop_for_one_step
     assert len(on_thread) >= 19  # the first slow step on the loop, every later one on the thread
 
 
+async def test_a_run_cancelled_while_its_paused_step_goes_on_leaves_the_engine_sound(js_engine, tools):
+    """A step that paused on the loop goes on on the run's thread; cancelling the run then stops
+    the guest there (the VM is closed once the paused call returned), and the next runs work."""
+    await vm_made_ahead(js_engine)
+    task = asyncio.create_task(js_engine.run('await mcp.callTool("t", "echo", {});\nfor (;;) {}',
+                                             **tools.kwargs(), limits=JsLimits(timeout_seconds=30)))
+    await asyncio.sleep(0.3)  # past the pause: the loop is on its thread now
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for _ in range(3):
+        again = await js_engine.run("[typeof globalThis.x, 2 + 2]", **tools.kwargs())
+        assert again.value == ["undefined", 4]
+
+
 # ---- crashes: fresh engines in subprocesses, 20 times each ----
 
 _CRASH_CASES = """
