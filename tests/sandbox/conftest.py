@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from sandbox import JsEngine, PyEngine
+from sandbox._loops import RunThread
 
 # A 1x1 transparent PNG.
 PNG_1PX = base64.b64encode(
@@ -43,6 +44,21 @@ async def vm_made_ahead(engine: JsEngine) -> None:
     while not engine._pool and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
     assert engine._pool, "no VM was made ahead within 10 s"
+
+
+@pytest.fixture
+def thread_hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the functions the JS runs of this test hand to a run thread (`RunThread.call`:
+    a step, or the rest of one), in order."""
+    hops: list[str] = []
+    call = RunThread.call
+
+    async def counted(thread: RunThread, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(fn, "__name__", "?"))
+        return await call(thread, fn, *args, **kwargs)
+
+    monkeypatch.setattr(RunThread, "call", counted)
+    return hops
 
 
 @pytest.fixture(scope="session")

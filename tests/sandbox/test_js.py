@@ -7,8 +7,7 @@ import time
 
 import pytest
 
-from sandbox import JsEngine, JsLimits, LimitsError, js
-from sandbox._loops import RunThread
+from sandbox import JsEngine, JsLimits, LimitsError
 
 from .conftest import PNG_1PX, ToolHost, cut_off, odd_results, vm_made_ahead
 
@@ -148,13 +147,11 @@ async def test_a_first_step_that_computes_long_is_run_once_as_the_script_sees_it
 
 
 async def test_a_later_step_that_computes_long_pauses_on_the_loop_and_goes_on_on_its_thread(
-        js_engine, tools, monkeypatch):
+        js_engine, tools, thread_hops):
     """Steps after the first (a result delivered, the script on to its next await) are tried on
     the caller's loop as well; one that computes past a few epoch ticks pauses where it is and
-    its thread takes it up from there: the script's work is done once, in order."""
-    went_on: list[int] = []
-    go_on = js._JsRun._go_on
-    monkeypatch.setattr(js._JsRun, "_go_on", lambda run, *args: went_on.append(1) or go_on(run, *args))
+    its thread takes it up from there: the script's work is done once, in order. The run's
+    later steps then go to its thread at once."""
     seen: list[str] = []
     await vm_made_ahead(js_engine)
     result = await js_engine.run(
@@ -170,28 +167,20 @@ async def test_a_later_step_that_computes_long_pauses_on_the_loop_and_goes_on_on
     assert [line.text for line in result.console] == ["a", "b", "c"]
     assert seen == ["a", "b", "c"]
     assert tools.calls == [("t", "echo", {"n": 1}), ("t", "echo", {"n": 2})]
-    assert went_on == [1]  # the step that computed; the others ended on the loop
+    assert thread_hops == ["_go_on", "now"]  # the step that computed, then the last one
 
 
-async def test_short_steps_after_calls_make_no_thread_hop(js_engine, tools, monkeypatch):
+async def test_short_steps_after_calls_make_no_thread_hop(js_engine, tools, thread_hops):
     """A run whose steps are short (calls awaited one after another) runs them all on the
     caller's loop: none goes to a thread and back (two wake-ups, about half of what a tool call
     cost in the engine)."""
-    hops: list[str] = []
-    call = RunThread.call
-
-    async def counted(thread, fn, *args, **kwargs):
-        hops.append(getattr(fn, "__name__", "?"))
-        return await call(thread, fn, *args, **kwargs)
-
-    monkeypatch.setattr(RunThread, "call", counted)
     await vm_made_ahead(js_engine)
     result = await js_engine.run(
         'let n = 0; for (let i = 0; i < 5; i++) n += JSON.parse((await mcp.callTool("t", "echo", {i})).content[0].text).i;\nn',
         **tools.kwargs(),
     )
     assert result.value == 10
-    assert hops == []
+    assert thread_hops == []
 
 
 async def test_artifact_attaches_image_blocks_and_text(js_engine, tools):

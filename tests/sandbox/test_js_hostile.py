@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from sandbox import JsEngine, JsLimits
-from sandbox._loops import RunThread
 
 from .conftest import vm_made_ahead
 
@@ -299,26 +298,18 @@ async def test_a_hostile_step_holds_the_callers_loop_only_briefly(js_engine, too
 
 
 async def test_a_script_computing_between_its_awaits_takes_the_loop_for_one_step_only(
-        js_engine, tools, monkeypatch):
+        js_engine, tools, thread_hops):
     """Steps after the first are tried on the caller's loop; a script that computes a few
     milliseconds after each of many awaits (under the pause, 2 epoch ticks) would take the loop
     in slices, from every client and run. Once one step computed there longer than 2 ms, its
     later steps go to its thread."""
-    on_thread: list[str] = []
-    call = RunThread.call
-
-    async def counted(thread, fn, *args, **kwargs):
-        on_thread.append(getattr(fn, "__name__", "?"))
-        return await call(thread, fn, *args, **kwargs)
-
-    monkeypatch.setattr(RunThread, "call", counted)
     await vm_made_ahead(js_engine)
     result = await js_engine.run(
         "for (let i = 0; i < 20; i++) {\n  await new Promise((r) => setTimeout(r, 0));\n"
         "  const t = Date.now(); while (Date.now() - t < 6) {}\n}\n'done'",
         **tools.kwargs(), limits=JsLimits(timeout_seconds=10))
     assert result.value == "done", result.error
-    assert len(on_thread) >= 19  # the first slow step on the loop, every later one on the thread
+    assert len(thread_hops) >= 19  # the first slow step on the loop, every later one on the thread
 
 
 async def test_a_run_cancelled_while_its_paused_step_goes_on_leaves_the_engine_sound(js_engine, tools):
@@ -341,7 +332,6 @@ async def test_a_run_cancelled_while_its_paused_step_goes_on_leaves_the_engine_s
 _CRASH_CASES = """
 import asyncio, os, sys
 from sandbox import JsEngine, JsLimits
-from sandbox._loops import RunThread
 
 async def call_tool(server, tool, args):
     if tool == "hang":
