@@ -352,7 +352,15 @@ async def main():
     limits = JsLimits(timeout_seconds=0.7)
     runs = [engine.run(FLOOD + tail, **kw, limits=limits) for tail in TAILS]
     runs += [engine.run("({toJSON() { for (;;) {} }})", **kw, limits=limits) for _ in range(2)]
+    # a step paused on the loop, going on on its thread when its run is cancelled
+    paused = asyncio.ensure_future(engine.run("try { await mcp.callTool('t', 'x', {}) } catch (e) {}\\nfor (;;) {}",
+                                              **kw, limits=JsLimits(timeout_seconds=30)))
     results = await asyncio.gather(*runs)
+    paused.cancel()
+    try:
+        await paused
+    except asyncio.CancelledError:
+        pass
     kinds = sorted({r.error.kind for r in results})
     after = await engine.run("1 + 1", **kw)
     engine.close()
@@ -368,8 +376,9 @@ def _crash_round(_: int) -> subprocess.CompletedProcess[str]:
 
 
 def test_call_budget_floods_and_timeouts_never_crash_the_process():
-    """Call-budget floods ending in timeouts, with other runs timing out beside them, ran 20
-    times in fresh engines: no segfault or abort inside wasmtime, every run answered."""
+    """Call-budget floods ending in timeouts, with other runs timing out beside them and one
+    cancelled while a step it paused on the loop goes on on its thread, ran 20 times in fresh
+    engines: no segfault or abort inside wasmtime, every run answered."""
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=2) as pool:
