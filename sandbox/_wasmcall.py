@@ -48,7 +48,6 @@ _FOR_VERSION = "0.2.6"
 JSError = _engine.JSError  # args: (name, message, stack)
 EngineError = _engine.QuickJSError  # the engine layer's base error (JSError, MarshalError, ...)
 Trap = wasmtime.Trap
-TrapCode = wasmtime.TrapCode
 WasmtimeError = wasmtime.WasmtimeError
 
 
@@ -455,7 +454,7 @@ class GuestVm:
                 ticks = FAR_EPOCH
             else:
                 ticks = max(1, math.ceil((when + EPOCH_GRACE_SECONDS - time.monotonic()) / EPOCH_TICK))
-            self._epoch.backstop = when + EPOCH_GRACE_SECONDS
+            self.go_on_until_backstop()
         else:
             self._epoch.backstop = 0.0
         self._store.set_epoch_deadline(ticks)
@@ -473,13 +472,9 @@ class GuestVm:
         {value} envelope. Raises JSError for what the script throws."""
         return self._ctx.eval_handle(code, promise=top_level_await, filename="eval_script")
 
-    def run_jobs(self) -> None:
-        """Run the microtask queue until it is empty (the guest runs at most 100,000 jobs
-        a call; a long but finite chain of them is not a stuck script)."""
-        self.now(self.jobs_steps())
-
     def jobs_steps(self) -> Steps:
-        """`run_jobs`, as steps (see `now`)."""
+        """Run the microtask queue until it is empty (the guest runs at most 100,000 jobs a call;
+        a long but finite chain of them is not a stuck script), as steps (see `now`)."""
         while (yield ("execute_pending_jobs", ())) >= _JOBS_PER_CALL:
             pass
 
@@ -562,12 +557,8 @@ class GuestVm:
         finally:
             inst.c("free_value", answer)
 
-    def call(self, fn: Any, *args: int | str | Any) -> None:
-        """As `call_for_text`, for a function whose answer is not read (`deliver`)."""
-        self.now(self.call_steps(fn, *args))
-
     def call_steps(self, fn: Any, *args: int | str | Any) -> Steps:
-        """`call`, as steps (see `now`)."""
+        """As `call_for_text_steps`, for a function whose answer is not read (`deliver`)."""
         self._ctx._inst.c("free_value", (yield from self._call_steps(fn, args)))
 
     def _call_steps(self, fn: Any, args: tuple[Any, ...]) -> Steps:

@@ -8,10 +8,10 @@ guest API lives in `prelude.js`. A run is driven in steps from the caller's even
     worker thread: `deliver(completions)`, run microtasks, `step()`    -> ... until done
 
 so the tool calls live on the caller's loop (where the MCP sessions are), and JavaScript that
-computes without awaiting holds only its worker thread (`sandbox._loops`). The first step is
-tried on the caller's loop itself, for a few epoch ticks at most: most end in a millisecond, and
-one that does not is dropped, VM and all, and run afresh on the worker thread
-(`_JsRun._first_step_here`).
+computes without awaiting holds only its worker thread (`sandbox._loops`). Each step is tried
+on the caller's loop itself, for a few epoch ticks at most: most end in a millisecond. A first
+step that does not is dropped, VM and all, and run afresh on the worker thread
+(`_JsRun._first_step_here`); a later one pauses where it is and goes on there (`_JsRun._step`).
 
 Time: `timeout_seconds` bounds the whole run, the description of its final value included.
 Inside the guest the VM's interrupt stops any JavaScript (a loop, a getter, a toJSON, a Proxy
@@ -84,8 +84,8 @@ _OVERDUE_SECONDS = 0.05  # how long the maker's work waits for the runs to pause
 _CLOSE_HERE_BYTES = 16 << 20  # a VM this big is closed on the maker's thread, not the loop
 _ANSWER_SECONDS = 0.0005  # after a run, for its answer to leave before the maker works
 _HERE_TICKS = 2
-"""Epoch ticks (10-20 ms) a run's first step may take on the caller's loop (see
-`_JsRun._first_step_here`)."""
+"""Epoch ticks (10-20 ms) a run's step may take on the caller's loop (see
+`_JsRun._first_step_here`, `_JsRun._step`)."""
 _SLOW_STEP_SECONDS = 0.002  # a later step this long on the loop sends the run's next ones to its thread
 _HERE_MIN_TIMEOUT_SECONDS = 0.1  # a run this short starts on its thread
 _HERE_MAX_CODE_CHARS = 64 << 10  # and so does a longer script (compiling it takes a while, and
