@@ -190,7 +190,6 @@ def _serve(args: argparse.Namespace) -> int:
     from runtime import engines
 
     engines.bound_malloc_arenas()
-    engines.prepare("js")  # makes the JS engine in a thread while the config and SDK import
     servers, policy = _load(args.config)
     import anyio
 

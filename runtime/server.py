@@ -490,6 +490,7 @@ def build_server(runtime: Runtime) -> Server[Any]:
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         runtime.remember_client(ctx)
+        engines.prepare("js")  # a client lists the tools before it runs a script: made meanwhile
         return types.ListToolsResult(tools=await runtime.listed_tools())
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
