@@ -135,11 +135,6 @@ _engine._Instance._get_string = _get_string
 _NUMBERS = {_ffi.WASMTIME_I32.value: ("i32", int), _ffi.WASMTIME_I64.value: ("i64", int),
             _ffi.WASMTIME_F32.value: ("f32", float), _ffi.WASMTIME_F64.value: ("f64", float)}
 _KIND_OF = {name: kind for kind, (name, _) in _NUMBERS.items()}  # "i32" -> its kind
-_signatures: dict[str, tuple[tuple[int, ...], tuple[int, ...]] | None] = {}
-"""Export name -> (param kinds, result kinds), or None for a function with other than numbers
-(called the plain way). QuickJS's module and its image (`sandbox._jsimage`) export the same."""
-
-
 def _signature(fn: wasmtime.Func, store: wasmtime.Store) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
     ty = fn.type(store)
     try:
@@ -151,21 +146,40 @@ def _signature(fn: wasmtime.Func, store: wasmtime.Store) -> tuple[tuple[int, ...
 _plain_c = _engine._Instance.c
 
 
-class _Call:
-    """One export of one instance, ready to call: its function, its signature and its argument and
-    result arrays, made once (an instance is driven by one thread at a time)."""
+class _Shape:
+    """What every instance's call of one export shares: its kinds and argument and result
+    arrays, filled in once as templates (an instance's own are byte copies of them)."""
 
-    __slots__ = ("func", "kinds", "params", "results", "result_field", "started")
+    __slots__ = ("kinds", "result_field", "params", "results")
 
-    def __init__(self, fn: wasmtime.Func, signature: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
+    def __init__(self, signature: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
         kinds, result_kinds = signature
-        self.func = ctypes.byref(fn._func)  # keeps `fn` alive
         self.kinds = tuple((kind, *_NUMBERS[kind]) for kind in kinds)
         self.params = (_ffi.wasmtime_val_t * len(kinds))()
         for slot, kind in zip(self.params, kinds):
             slot.kind = kind
         self.results = (_ffi.wasmtime_val_t * len(result_kinds))()
         self.result_field = tuple(_NUMBERS[kind][0] for kind in result_kinds)
+
+    def arrays(self) -> tuple[Any, Any]:
+        return type(self.params).from_buffer_copy(self.params), type(self.results)()
+
+
+_shapes: dict[str, _Shape | None] = {}
+"""Export name -> its `_Shape`, or None for a function with other than numbers (called the
+plain way). QuickJS's module and its image (`sandbox._jsimage`) export the same."""
+
+
+class _Call:
+    """One export of one instance, ready to call: its function and its argument and result
+    arrays, made once (an instance is driven by one thread at a time)."""
+
+    __slots__ = ("func", "kinds", "params", "results", "result_field", "started")
+
+    def __init__(self, export: Any, shape: _Shape) -> None:
+        self.func = ctypes.byref(export.of.func)  # keeps `export` alive
+        self.kinds, self.result_field = shape.kinds, shape.result_field
+        self.params, self.results = shape.arrays()
         self.started: tuple[Any, Any] | None = None  # `Paused`'s own arrays, made at its first
 
 
@@ -173,12 +187,22 @@ def _prepared(self: Any, name: str) -> _Call | None:
     calls = self.__dict__.setdefault("codedesk_calls", {})
     call = calls.get(name, False)
     if call is False:
-        fn = self._exports[name]
-        signature = _signatures.get(name, False)
-        if signature is False:
-            signature = _signatures[name] = _signature(fn, self.store)
-        call = calls[name] = None if signature is None else _Call(fn, signature)
+        shape = _shapes.get(name, False)
+        if shape is False:
+            signature = _signature(self._exports[name], self.store)
+            shape = _shapes[name] = None if signature is None else _Shape(signature)
+        call = calls[name] = None if shape is None else _Call(_export(self, name), shape)
     return call
+
+
+def _export(self: Any, name: str) -> Any:
+    """The function `name` of this instance as wasmtime's C API has it (not wrapped as a `Func`)."""
+    export = _ffi.wasmtime_extern_t()
+    raw = name.encode()
+    if not _ffi.wasmtime_instance_export_get(self.store._context(), ctypes.byref(self.inst._instance), raw, len(raw),
+                                             ctypes.byref(export)) or export.kind != _ffi.WASMTIME_EXTERN_FUNC.value:
+        raise KeyError(name)
+    return export
 
 
 def _c(self: Any, name: str, *args: Any) -> Any:
@@ -324,10 +348,7 @@ class Paused:
         if epoch.depth:
             raise RuntimeError("a call is already under way in this VM")
         if call.started is None:  # not `params`: a host function's calls into the VM use those
-            params = (_ffi.wasmtime_val_t * len(call.kinds))()
-            for slot, (kind, _field, _type) in zip(params, call.kinds):
-                slot.kind = kind
-            call.started = (params, (_ffi.wasmtime_val_t * len(call.result_field))())
+            call.started = _shapes[name].arrays()  # type: ignore[union-attr]
         params, self._results = call.started
         for slot, (_kind, field, _type), value in zip(params, call.kinds, args):
             setattr(slot.of, field, value)
@@ -631,7 +652,7 @@ class GuestVm:
         and these pages of linear memory written with their own bytes (a page past its size is
         skipped), their copies made now rather than when the guest first writes them."""
         inst = self._ctx._inst
-        for name in list(_signatures):
+        for name in list(_shapes):
             _prepared(inst, name)
         base, count = self._memory_address(), self.memory_bytes() // _PAGE
         for page in pages:
