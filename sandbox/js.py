@@ -87,6 +87,8 @@ _HERE_TICKS = 2
 """Epoch ticks (10-20 ms) a run's step may take on the caller's loop (see
 `_JsRun._first_step_here`, `_JsRun._step`)."""
 _SLOW_STEP_SECONDS = 0.002  # a later step this long on the loop sends the run's next ones to its thread
+# (the loop thread's CPU time: a step the machine preempted, or that waited for the GIL, did not
+# compute long, and sending a run of 900 calls to its thread for it made each call 2 hops dearer)
 _HERE_MIN_TIMEOUT_SECONDS = 0.1  # a run this short starts on its thread
 _HERE_MAX_CODE_CHARS = 64 << 10  # and so does a longer script (compiling it takes a while, and
 # turning TypeScript into JavaScript runs in a store the epoch does not stop)
@@ -532,8 +534,8 @@ class _JsRun:
         thread takes the step up from where it paused: the loop waits 10-20 ms at most, whatever
         the guest does, and the guest loses nothing. The calls between (making and reading
         strings) run no script code; reading a thrown value may (a getter), and is left to the
-        thread. A run that computed on the loop longer than `_SLOW_STEP_SECONDS` in one step
-        makes its later steps on its thread: the loop serves every client and run, and a script
+        thread. A run that computed on the loop longer than `_SLOW_STEP_SECONDS` (of CPU) in one
+        step makes its later steps on its thread: the loop serves every client and run, and a script
         that computes between its awaits would take it in slices."""
         vm = self.vm
         assert vm is not None
@@ -543,7 +545,7 @@ class _JsRun:
             return await self._on(thread, guest.now, steps)
         guest.pause_within(_HERE_TICKS)
         self._slicing = True
-        started = time.monotonic()
+        started = time.thread_time()
         try:
             request = next(steps)
             while True:
@@ -568,7 +570,7 @@ class _JsRun:
         finally:
             if self._slicing:  # the step ended here
                 self._slicing = False
-                self._slow = time.monotonic() - started > _SLOW_STEP_SECONDS
+                self._slow = time.thread_time() - started > _SLOW_STEP_SECONDS
 
     def _go_on(self, steps: Steps, paused: Any) -> _Step:
         """On the run's thread: the rest of a step that paused on the loop."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import threading
 import time
 
 import pytest
@@ -182,6 +184,33 @@ async def test_short_steps_after_calls_make_no_thread_hop(js_engine, tools, thre
     assert result.value == 10
     assert thread_hops == []
 
+
+
+async def test_steps_kept_waiting_for_the_gil_stay_on_the_loop(js_engine, tools, thread_hops):
+    """What sends a run's later steps to its thread is a step that computed long, counted in the
+    loop thread's CPU time: steps kept waiting while another thread holds the GIL (or while the
+    machine runs other processes) did not compute, and stay on the loop."""
+    await vm_made_ahead(js_engine)
+    stop = threading.Event()
+
+    def hold_the_gil() -> None:
+        while not stop.is_set():
+            sum(range(10_000))  # pure Python: lets go of the GIL only when made to
+
+    holder = threading.Thread(target=hold_the_gil)
+    holder.start()
+    gc.disable()  # a collection of this test process's heap during a step is CPU the step spends
+    try:
+        result = await js_engine.run(
+            'let n = 0; for (let i = 0; i < 200; i++) n += JSON.parse((await mcp.callTool("t", "echo", {i})).content[0].text).i;\nn',
+            **tools.kwargs(),
+        )
+    finally:
+        gc.enable()
+        stop.set()
+        holder.join()
+    assert result.value == sum(range(200))
+    assert thread_hops == []
 
 async def test_artifact_attaches_image_blocks_and_text(js_engine, tools):
     """artifact() takes a screenshot's image block as is, a built image block, or text."""
