@@ -135,6 +135,8 @@ _engine._Instance._get_string = _get_string
 _NUMBERS = {_ffi.WASMTIME_I32.value: ("i32", int), _ffi.WASMTIME_I64.value: ("i64", int),
             _ffi.WASMTIME_F32.value: ("f32", float), _ffi.WASMTIME_F64.value: ("f64", float)}
 _KIND_OF = {name: kind for kind, (name, _) in _NUMBERS.items()}  # "i32" -> its kind
+
+
 def _signature(fn: wasmtime.Func, store: wasmtime.Store) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
     ty = fn.type(store)
     try:

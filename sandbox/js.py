@@ -206,7 +206,7 @@ class JsEngine:
         Waiting a fixed 0.5 ms instead, a client that sent its next request sooner found it
         started while the maker waited for runs to pause (`_tend`): back to back, the work fell
         to the maker's thread 50 ms on, racing the runs for the GIL (empty runs through MCP
-        answered 1.4-1.7x later). asyncio's ready queue is private: a loop without one tends at
+        answered 1.4-1.8x later). asyncio's ready queue is private: a loop without one tends at
         once."""
         if turns > 0 and getattr(loop, "_ready", None):
             loop.call_soon(self._when_idle, loop, turns - 1)
