@@ -4,10 +4,10 @@
 client first lists the tools or runs a script, and the first run waits for whatever is left.
 Begun at the process's start instead, to overlap with the MCP SDK's imports, it slowed the
 start down: both are Python work under one GIL, and each file an import read handed the GIL
-to the engine's thread, which the importing thread then waited to get back. Paired, spawn to
-`initialize` answered took 699 ms against a bare server's 595 (599 now), and to the first
-run_js result 1.19x the bare server's spawn to its first echo (1.12x now; 1.13x and 1.05x for
-a client that lists the tools first).
+to the engine's thread, which the importing thread then waited to get back. Paired four times
+(benchmarks/bench_runtime.py's measure), `initialize` was answered 55-100 ms later than a bare
+server's (as soon now), and the first run_js result came 1.12-1.19x as late as the bare
+server's first echo (1.07-1.12x now; 1.05x when the client lists the tools first).
 """
 
 from __future__ import annotations
