@@ -554,8 +554,9 @@ class _JsRun:
                     guest.trap_within(None)
                     return await self._on(thread, guest.now, steps)
                 paused = guest.start(request)
-                if not paused.poll(slicing=True):
-                    self._slicing, self._slow = False, True
+                if not paused.poll(slicing=True):  # past its ticks: computed long, or kept waiting
+                    self._slicing = False
+                    self._slow = time.thread_time() - started > _SLOW_STEP_SECONDS
                     return await self._on(thread, self._go_on, steps, paused)
                 try:
                     answer = guest.ended(paused)
