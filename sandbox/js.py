@@ -87,8 +87,8 @@ _HERE_TICKS = 2
 """Epoch ticks (10-20 ms) a run's step may take on the caller's loop (see
 `_JsRun._first_step_here`, `_JsRun._step`)."""
 _SLOW_STEP_SECONDS = 0.002  # a later step this long on the loop sends the run's next ones to its thread
-# (the loop thread's CPU time: a step the machine preempted, or that waited for the GIL, did not
-# compute long, and sending a run of 900 calls to its thread for it made each call 2 hops dearer)
+# (the loop thread's CPU time: a step other processes preempted did not compute long, and sending
+# a run of 900 calls to its thread for it made each of its calls 2 thread hops dearer)
 _HERE_MIN_TIMEOUT_SECONDS = 0.1  # a run this short starts on its thread
 _HERE_MAX_CODE_CHARS = 64 << 10  # and so does a longer script (compiling it takes a while, and
 # turning TypeScript into JavaScript runs in a store the epoch does not stop)
