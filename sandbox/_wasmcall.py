@@ -39,7 +39,7 @@ from quickjs_rs import _engine
 from wasmtime import _ffi
 from wasmtime._func import maybe_raise_last_exn
 
-from sandbox import _jsinterrupt
+from sandbox import _jsinterrupt, _jsmodule
 from sandbox._jsimage import Image, from_image
 from sandbox._jsmodule import EPOCH_TICK, FAR_EPOCH
 
@@ -408,6 +408,7 @@ class GuestVm:
         """`image`: start from a pre-initialized image (`sandbox._jsimage`) instead of booting."""
         _check_version()
         self._deadline = math.inf
+        self._armed = False  # the store has an epoch deadline (`_epoch_deadline`)
         self.memory_cap = memory_cap(heap_bytes)
         self.closed = False
         self._slots = 0  # call_for_text's argument slots and answer, in guest memory
@@ -480,7 +481,7 @@ class GuestVm:
             self.go_on_until_backstop()
         else:
             self._epoch.backstop = 0.0
-        self._store.set_epoch_deadline(ticks)
+        self._epoch_deadline(ticks)
 
     def abort(self) -> None:
         """Make the guest stop at its next interrupt poll (any thread may call this; the store,
@@ -527,7 +528,19 @@ class GuestVm:
         """Pause a started call once the epoch has ticked `ticks` times from now; any other call
         still runs on until `EPOCH_GRACE_SECONDS` past the deadline. Between calls into it."""
         self.go_on_until_backstop()
+        self._epoch_deadline(ticks)
+
+    def _epoch_deadline(self, ticks: int) -> None:
+        """The store's epoch deadline, `ticks` from now."""
+        self._arm(ticks < FAR_EPOCH)
         self._store.set_epoch_deadline(ticks)
+
+    def _arm(self, armed: bool) -> None:
+        """Tell the epoch's ticker whether the store has a deadline on it: it ticks while one has."""
+        ticker = _jsmodule.ticker
+        if armed != self._armed and ticker is not None:
+            self._armed = armed
+            (ticker.arm if armed else ticker.disarm)()
 
     def go_on_until_backstop(self) -> None:
         """From now on, a started call that pauses runs on until `EPOCH_GRACE_SECONDS` past the
@@ -687,6 +700,7 @@ class GuestVm:
             self._paused.cancel()
             self._paused = None
         _epochs.pop(self._store.codedesk_epoch_key, None)
+        self._arm(False)
         self._flag.retire()
         self._ctx._inst.codedesk_well_formed = None
         self._ctx.close()  # frees the store, and every value in it: no handle needs freeing first

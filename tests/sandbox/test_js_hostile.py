@@ -262,6 +262,71 @@ async def test_a_guest_stuck_past_the_grace_is_abandoned_and_its_vm_never_reused
             assert again.value == ["undefined", 4]
 
 
+_AFTER_THE_TICKER_PARKED = """
+import asyncio, threading, time
+from sandbox import JsEngine, JsLimits
+
+def wakeups() -> int:
+    ticker = next(t for t in threading.enumerate() if t.name == "wasm-epoch")
+    with open(f"/proc/self/task/{ticker.native_id}/status") as status:
+        return int(next(line for line in status if line.startswith("voluntary_ctxt_switches")).split()[1])
+
+async def call_tool(server, tool, args):
+    return {"content": []}
+
+async def list_tools(server):
+    return {}
+
+async def main():
+    with JsEngine() as engine:
+        print((await engine.run("1 + 1", call_tool=call_tool, list_tools=list_tools)).value)
+        give_up = time.monotonic() + 10
+        while True:
+            before = wakeups()
+            await asyncio.sleep(0.5)
+            woke = wakeups() - before
+            if woke <= 1 or time.monotonic() > give_up:
+                break
+        print("woke", woke)
+        longest_pause = 0.0
+
+        async def beat():
+            nonlocal longest_pause
+            while True:
+                before = time.monotonic()
+                await asyncio.sleep(0.01)
+                longest_pause = max(longest_pause, time.monotonic() - before)
+
+        beating = asyncio.create_task(beat())
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        # join() of a huge sparse array loops inside one builtin for some 10 s
+        result = await engine.run("const a = []; a.length = 2 ** 28; a.join('').length", call_tool=call_tool,
+                                  list_tools=list_tools, limits=JsLimits(timeout_seconds=1))
+        took = time.monotonic() - started
+        await asyncio.sleep(0.05)  # the beat sees the end of a pause the run may have ended in
+        beating.cancel()
+        print(result.error.kind, "held the loop" if longest_pause > 0.5 else "briefly",
+              "in time" if took < 4 else f"after {took:.1f} s")
+
+asyncio.run(main())
+"""
+
+
+def test_an_idle_epoch_ticker_sleeps_and_a_builtin_loop_still_is_stopped():
+    """Once no VM has an epoch deadline, the epoch's ticker stops waking up (an idle process
+    costs no CPU); a run that then loops inside one C builtin, which polls no interrupt, is still
+    stopped by the epoch: on the caller's loop within its ticks, then past the deadline on its
+    thread. Without the ticker, it would hold the loop until the builtin returned."""
+    done = subprocess.run([sys.executable, "-c", _AFTER_THE_TICKER_PARKED], cwd=ROOT, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    assert done.returncode == 0, textwrap.shorten(done.stderr, 3000)
+    value, parked, stopped = done.stdout.splitlines()
+    assert value == "2"
+    assert parked in ("woke 0", "woke 1"), parked  # ticking, it wakes 50 times in half a second
+    assert stopped == "timeout briefly in time", stopped
+
+
 _AFTER_A_CALL = 'await mcp.callTool("t", "echo", {});\n'
 
 
