@@ -166,6 +166,8 @@ def load() -> str:
         digest = hashlib.sha256(wasm).digest()
         path = _cache_file(digest)
         module = _deserialize(engine, path) if path is not None else None
+        global module_path
+        module_path = path
         how = "loaded"
         if module is None:
             module, how = wasmtime.Module(engine, wasm), "compiled"
@@ -176,6 +178,47 @@ def load() -> str:
             module=module, linker=_engine._build_shared_linker(engine), build_id=digest
         )
         return how
+
+
+module_path: Path | None = None
+"""The cache file of the module this process loaded or wrote (None: not cached)."""
+
+UNUSED_DAYS = 30
+"""A file of the cache that no process has used for this long is removed (an upgrade of
+quickjs-rs, wasmtime or the guest API leaves the old module and image behind, 2.5 MB each)."""
+_DAY = 86400.0
+
+
+def tidy_cache(in_use: list[Path]) -> None:
+    """Mark the cache files this process uses as used (their mtime, at most once a day), and
+    remove the module's and images' files no process has used for `UNUSED_DAYS` days, and writes
+    left half done a day ago. Only files named as this module names them are looked at, and only
+    this user's regular files removed. `in_use`: files of one private cache folder."""
+    if not in_use:
+        return
+    now = time.time()
+    try:
+        entries = list(os.scandir(in_use[0].parent))
+    except OSError:
+        return
+    for entry in entries:
+        name = entry.name
+        if name.startswith(".quickjs-") and name.endswith(".tmp"):
+            unused_for = _DAY
+        elif name.startswith("quickjs-") and name.endswith((".cwasm", ".json")):
+            unused_for = UNUSED_DAYS * _DAY
+        else:
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or now - st.st_mtime < _DAY:
+                continue
+            if Path(entry.path) in in_use:
+                os.utime(entry.path)
+            elif now - st.st_mtime > unused_for:
+                os.unlink(entry.path)
+        except OSError:  # gone meanwhile, or not ours to change: left as it is
+            continue
 
 
 def private_cache_dir() -> Path | None:

@@ -156,6 +156,35 @@ def test_a_corrupted_or_foreign_image_is_refused_and_built_again(tmp_path: Path)
     assert "must be this user's" in said
 
 
+def test_cache_files_no_process_used_for_a_month_are_removed(tmp_path: Path) -> None:
+    """A process marks the module and image it uses as used, and removes the cache's files of
+    other keys that no process used for 30 days (an upgrade leaves them behind), and writes
+    left half done a day ago; recent files of other keys (another install's), a write under way
+    and files not named as the cache names them are left alone."""
+    cache = tmp_path / "cache"
+    _in_new_process(cache)
+    in_use = sorted(cache.iterdir())
+    day = 86400
+    aged = {
+        "quickjs-image-0123456789abcdef.cwasm": 31, "quickjs-image-0123456789abcdef.json": 31,
+        "quickjs-0123456789abcdef-wasmtime1.0.0-epochs.cwasm": 31, ".quickjs-abcd.tmp": 2,  # gone
+        "quickjs-image-fedcba9876543210.cwasm": 20, ".quickjs-efgh.tmp": 0, "notes.txt": 60,  # kept
+    }
+    now = time.time()
+    for name, days in aged.items():
+        (cache / name).write_bytes(b"x")
+        (cache / name).chmod(0o600)
+        os.utime(cache / name, (now - days * day, now - days * day))
+    for path in in_use:  # used 40 days ago, and now
+        os.utime(path, (now - 40 * day, now - 40 * day))
+
+    assert "not loading the JS image" not in _in_new_process(cache)
+    left = {path.name for path in cache.iterdir()}
+    assert left == {path.name for path in in_use} | {"quickjs-image-fedcba9876543210.cwasm", ".quickjs-efgh.tmp",
+                                                      "notes.txt"}
+    assert all(time.time() - path.stat().st_mtime < 600 for path in in_use)
+
+
 def test_the_vms_of_ended_runs_are_closed_while_runs_keep_coming() -> None:
     """The VMs of ended runs are closed on the loop between runs, and when the loop has no turn
     for it (these runs never let it run), on the maker's thread `_OVERDUE_SECONDS` after a run
