@@ -8,9 +8,10 @@ first when there is none. `python -m sandbox.warm` calls it at install time.
 The engine is made here, before quickjs-rs makes its own, with wasmtime's epoch interruption:
 the guest's compiled code checks a counter that a ticker thread advances every `EPOCH_TICK`
 seconds while some store has a deadline on it, and traps once its store's deadline is passed
-(`sandbox._wasmcall` sets it past the run's deadline). QuickJS's own interrupt stops JavaScript sooner and cleanly; the epoch is the
-backstop for a long loop inside one C builtin, which never polls that interrupt: without it such
-a VM could only be abandoned, spinning on and holding its memory until the builtin returned.
+(`sandbox._wasmcall` sets it past the run's deadline). QuickJS's own interrupt stops JavaScript
+sooner and cleanly; the epoch is the backstop for a long loop inside one C builtin, which never
+polls that interrupt: without it such a VM could only be abandoned, spinning on and holding its
+memory until the builtin returned.
 
 A `.cwasm` is native code that wasmtime runs as it finds it, so a file is used only as this
 module writes it: in a directory of this user's at 0700, a file of this user's at 0600 with one
@@ -158,6 +159,7 @@ def cache_dir() -> Path:
 def load() -> str:
     """Make quickjs-rs's guest module ready in this process. Returns how: "loaded" from the
     disk cache, "compiled" (and written to it), or "ready" when this process had it already."""
+    global module_path
     with _lock:
         if _KEY in shared._SHARED_ARTIFACTS:
             return "ready"
@@ -166,7 +168,6 @@ def load() -> str:
         digest = hashlib.sha256(wasm).digest()
         path = _cache_file(digest)
         module = _deserialize(engine, path) if path is not None else None
-        global module_path
         module_path = path
         how = "loaded"
         if module is None:

@@ -142,7 +142,7 @@ def _address(self: Any, ptr: int, length: int) -> int:
     context, memory = self.store._context(), ctypes.byref(self.mem._memory)
     if ptr < 0 or length < 0 or ptr + length > _ffi.wasmtime_memory_data_size(context, memory):
         raise EngineError(f"out-of-range guest access ptr={ptr} len={length}")
-    return _memory_data(context, memory) + ptr
+    return (_memory_data(context, memory) or 0) + ptr
 
 
 def _read(self: Any, ptr: int, length: int) -> bytes:
