@@ -750,7 +750,7 @@ class GuestVm:
                 byte.value = byte.value
 
     def _memory_address(self) -> int:
-        return ctypes.addressof(self._memory.data_ptr(self._store).contents)
+        return _address(self._ctx._inst, 0, 0)
 
     # -- state --
 
