@@ -262,6 +262,43 @@ async def test_a_guest_stuck_past_the_grace_is_abandoned_and_its_vm_never_reused
             assert again.value == ["undefined", 4]
 
 
+_OUTSIDE_THE_MEMORY = """
+from sandbox import js
+from sandbox._wasmcall import EngineError, _write
+
+assert js.image_ready()
+vm = js._Vm(js._DEFAULT_HEAP_MB)
+inst = vm.guest._ctx._inst
+size = vm.guest.memory_bytes()
+last = inst.read(size - 4, 4)
+assert len(last) == 4 and inst.read(size, 0) == b""
+refused = 0
+for ptr, length in ((size - 3, 4), (size, 1), (-1, 1), (0, -1), (1 << 40, 1)):
+    try:
+        inst.read(ptr, length)
+    except EngineError as exc:
+        refused += "out-of-range" in str(exc)
+for ptr, length in ((size - 3, 4), (size, 1), (-1, 1), (1 << 40, 1)):
+    try:
+        _write(inst, b"\\xff" * length, ptr)
+    except EngineError as exc:
+        refused += "out-of-range" in str(exc)
+print("refused", refused, "unchanged" if inst.read(size - 4, 4) == last else "changed")
+vm.close()
+"""
+
+
+def test_reads_and_writes_outside_a_vms_memory_are_refused():
+    """Where the guest says a string is (its pointer and length, read back from the guest) is
+    checked against its memory's size before the host reads or writes there: a place past the
+    end, or negative, is refused, and nothing is read or written (in a subprocess: without the
+    check, such a read crashes the process)."""
+    done = subprocess.run([sys.executable, "-c", _OUTSIDE_THE_MEMORY], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert done.returncode == 0, textwrap.shorten(done.stderr, 3000)
+    assert done.stdout.strip() == "refused 9 unchanged"
+
+
 _AFTER_THE_TICKER_PARKED = """
 import asyncio, threading, time
 from sandbox import JsEngine, JsLimits
