@@ -187,7 +187,6 @@ async def test_short_steps_after_calls_make_no_thread_hop(js_engine, tools, thre
     assert thread_hops == []
 
 
-
 async def test_steps_of_a_run_the_machine_preempts_stay_on_the_loop(js_engine, tools, thread_hops):
     """What sends a run's later steps to its thread is a step that computed long, counted in the
     loop thread's CPU time: steps preempted by other processes on the machine's cores took long
