@@ -20,6 +20,7 @@ image cost (0.28 of 0.55 ms of CPU), where a run uses a handful.
 from __future__ import annotations
 
 import ctypes
+import functools
 import heapq
 import itertools
 import math
@@ -124,9 +125,9 @@ def instantiate(artifact: shared.SharedWasmArtifact, store: wasmtime.Store) -> t
         names = [(item.module.encode(), item.name.encode()) for item in artifact.module.imports]
         _import_names[id(artifact.module)] = names
         _kept.append(artifact.module)  # the id stays this module's
-    poll = _new_instance(store, _poll_module, (_ffi.wasmtime_extern_t * 0)())
+    poll = _new_instance(store, _poll_module, _externs(0)())
     poll_exports = poll.exports(store)
-    imports = (_ffi.wasmtime_extern_t * len(names))()
+    imports = _externs(len(names))()
     context, linker = store._context(), artifact.linker.ptr()
     for i, (module, name) in enumerate(names):
         if (module, name) == (b"env", b"host_interrupt"):
@@ -135,6 +136,13 @@ def instantiate(artifact: shared.SharedWasmArtifact, store: wasmtime.Store) -> t
                                           ctypes.byref(imports[i])):
             raise wasmtime.WasmtimeError(f"item not defined in linker: {module.decode()}.{name.decode()}")
     return _new_instance(store, artifact.module, imports), Flag(store, poll_exports["flag"])
+
+
+@functools.cache
+def _externs(count: int) -> type[ctypes.Array]:
+    """The array type of `count` externs, made once: ctypes makes a new type at each `*`, and the
+    types are cycles only the garbage collector frees."""
+    return _ffi.wasmtime_extern_t * count
 
 
 def _new_instance(store: wasmtime.Store, module: wasmtime.Module, imports: ctypes.Array) -> _LazyInstance:
@@ -154,12 +162,12 @@ class _LazyExports(dict):
     def __init__(self, store: wasmtime.Store, instance: wasmtime.Instance) -> None:
         super().__init__()
         self._store = store
-        self._instance = instance
+        self._raw = instance._instance  # not the instance, which holds these exports: no cycle
 
     def __missing__(self, name: str) -> object:
         item = _ffi.wasmtime_extern_t()
         raw = name.encode()
-        found = _ffi.wasmtime_instance_export_get(self._store._context(), ctypes.byref(self._instance._instance),
+        found = _ffi.wasmtime_instance_export_get(self._store._context(), ctypes.byref(self._raw),
                                                   raw, len(raw), ctypes.byref(item))
         if not found:
             raise KeyError(name)

@@ -776,6 +776,10 @@ class GuestVm:
         _epochs.pop(self._store.codedesk_epoch_key, None)
         self._arm(False)
         self._flag.retire()
-        self._ctx._inst.codedesk_well_formed = None
+        inst = self._ctx._inst
+        inst.codedesk_well_formed = None
+        # the dispatcher holds the host, whose owner holds this VM: without the cycle, the VM's
+        # objects go as their last reference does, not at the collector's next pass
+        inst.sync_dispatch = None
         self._ctx.close()  # frees the store, and every value in it: no handle needs freeing first
         self._rt.close()

@@ -28,6 +28,7 @@ import os
 import re
 import secrets
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from importlib.resources import files
 from typing import Any
@@ -333,10 +334,14 @@ class _Interpreter:
     def __init__(self, memory_max_mb: int) -> None:
         self.turn_state: _PyRun | None = None
         self.abandoned = False
+        # the session holds the tool: a strong reference back would make a cycle that only the
+        # garbage collector frees, a run's worth of objects at a time
+        interpreter = weakref.ref(self)
 
         async def codedesk(frame: str) -> str:
             """The guest API's door to the host (one JSON frame in, one out)."""
-            state = self.turn_state
+            owner = interpreter()
+            state = owner.turn_state if owner is not None else None
             if state is None:
                 raise ToolError("no run is in progress")
             return await state.serve(frame)

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import ctypes
+import gc
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -44,6 +47,26 @@ async def vm_made_ahead(engine: JsEngine) -> None:
     while not engine._pool and time.monotonic() < deadline:
         await asyncio.sleep(0.01)
     assert engine._pool, "no VM was made ahead within 10 s"
+
+
+@contextlib.contextmanager
+def left_to_the_collector(*modules: str) -> Iterator[list[object]]:
+    """The objects of `modules`' types that the block leaves in reference cycles (what only the
+    garbage collector would free), in the list yielded, filled in as the block ends. ctypes'
+    arrays and array types are left out: the libraries make some per call."""
+    found: list[object] = []
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        yield found
+        gc.collect()
+        found.extend(o for o in gc.garbage
+                     if type(o).__module__.startswith(modules) and not isinstance(o, type | ctypes.Array))
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
 
 
 @pytest.fixture

