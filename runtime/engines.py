@@ -7,18 +7,19 @@ start down: both are Python work under one GIL, and each file an import read han
 to the engine's thread, which the importing thread then waited to get back. Paired four times
 (benchmarks/bench_runtime.py's measure), `initialize` was answered 55-100 ms later than a bare
 server's (as soon now), and the first run_js result came 1.12-1.19x as late as the bare
-server's first echo (1.07-1.12x now; 1.05x when the client lists the tools first).
+server's first echo (1.08-1.09x now, 12 alternated pairs twice; as much when the client
+lists the tools first).
 """
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import os
 import threading
 from concurrent.futures import Future
 from typing import Any
 
-import anyio
 
 _engines: dict[str, Future[Any]] = {}
 _lock = threading.Lock()
@@ -65,8 +66,10 @@ def prepare(language: str) -> Future[Any]:
 
 
 async def engine(language: str) -> Any:
-    """The engine for `language`, waiting for its creation without blocking the event loop."""
+    """The engine for `language`, waiting for its creation without blocking the event loop (nor
+    taking a worker thread: the creating thread's result is handed to the loop). A caller that is
+    cancelled stops waiting; the creation goes on for the next."""
     future = prepare(language)
     if future.done():
         return future.result()
-    return await anyio.to_thread.run_sync(future.result)
+    return await asyncio.shield(asyncio.wrap_future(future))

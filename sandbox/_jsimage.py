@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -240,17 +241,28 @@ def _load(engine: wasmtime.Engine, module_path: Path, sidecar: Path,
         if not (_jsmodule.is_private(module_path) and _jsmodule.is_private(sidecar)):
             raise ValueError("it must be this user's, mode 0600, one link")
         meta = json.loads(sidecar.read_bytes())
-        data = module_path.read_bytes()
-        if meta.get("key") != key:
-            raise ValueError("it was made from another module or guest API")
-        if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
-            raise ValueError("its content is not what was written (corrupted or replaced)")
-        handles = {str(k): int(v) for k, v in meta["handles"].items()}
-        names = {str(k): int(v) for k, v in meta["host_names"].items()}
-        return wasmtime.Module.deserialize(engine, data), handles, names
+        with module_path.open("rb") as file:
+            data = file.read()
+            if meta.get("key") != key:
+                raise ValueError("it was made from another module or guest API")
+            if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
+                raise ValueError("its content is not what was written (corrupted or replaced)")
+            handles = {str(k): int(v) for k, v in meta["handles"].items()}
+            names = {str(k): int(v) for k, v in meta["host_names"].items()}
+            return _module_of(engine, file, data), handles, names
     except (OSError, ValueError, KeyError, TypeError, AttributeError, wasmtime.WasmtimeError) as exc:
         logger.warning("not loading the JS image %s: %s; building it again", module_path, exc)
         return None
+
+
+def _module_of(engine: wasmtime.Engine, file: Any, data: bytes) -> wasmtime.Module:
+    """The module `data` holds, read from the open `file`: mapped from that file (through its
+    descriptor, so the bytes checked are the bytes mapped, whatever its path names meanwhile)
+    rather than copied from `data`, 0.2 ms rather than 2-4 of a cold start's first run."""
+    by_descriptor = f"/proc/self/fd/{file.fileno()}"
+    if os.path.exists(by_descriptor):
+        return wasmtime.Module.deserialize_file(engine, by_descriptor)
+    return wasmtime.Module.deserialize(engine, data)
 
 
 # ---- instances ---------------------------------------------------------------------------------

@@ -156,6 +156,33 @@ def test_a_corrupted_or_foreign_image_is_refused_and_built_again(tmp_path: Path)
     assert "must be this user's" in said
 
 
+def test_the_image_loaded_is_the_file_whose_bytes_were_checked(tmp_path: Path) -> None:
+    """The image's module is mapped through the descriptor its checked bytes were read from: a
+    file put at its path after the check is not what is loaded."""
+    from quickjs_rs import _wasmtime as shared
+
+    from sandbox import _jsimage
+
+    assert js.image_ready()
+    checked = next(_jsmodule_cache().glob("quickjs-image-*.cwasm"))
+    copy = tmp_path / checked.name
+    copy.write_bytes(checked.read_bytes())
+    with copy.open("rb") as file:
+        data = file.read()
+        copy.unlink()
+        copy.write_bytes(b"not a module")  # put at its path after the check
+        module = _jsimage._module_of(shared.shared_wasmtime_engine(), file, data)
+    assert module.serialize() == data
+
+
+def _jsmodule_cache() -> Path:
+    from sandbox import _jsmodule
+
+    folder = _jsmodule.private_cache_dir()
+    assert folder is not None
+    return folder
+
+
 def test_cache_files_no_process_used_for_a_month_are_removed(tmp_path: Path) -> None:
     """A process marks the module and image it uses as used, and removes the cache's files of
     other keys that no process used for 30 days (an upgrade leaves them behind), and writes
