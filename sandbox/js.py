@@ -130,7 +130,10 @@ class JsEngine:
             # the first here, so that the process's first run finds it ready: left to the maker's
             # thread, it was not, and that run made its own on a new run thread while the maker
             # made another (3-6 ms in the engine, against 1.4 ms now)
-            self._add(_Vm(_DEFAULT_HEAP_MB))
+            try:
+                self._add(_Vm(_DEFAULT_HEAP_MB))
+            except GUEST_FAILURES as exc:  # runs make their own, as without an image
+                logger.warning("could not make a JS VM ahead: %s", exc)
         self._to_thread()  # the others
 
     def close(self) -> None:

@@ -5,6 +5,7 @@ refused and built again."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import mmap
 import os
 import time
@@ -14,6 +15,7 @@ import threading
 from pathlib import Path
 
 from sandbox import JsEngine, js
+from sandbox._wasmcall import EngineError
 
 from .conftest import vm_made_ahead
 
@@ -111,6 +113,7 @@ _LOAD_AND_RUN = """
 import asyncio, logging
 logging.basicConfig(level=logging.WARNING)
 from sandbox import JsEngine, js
+from sandbox._wasmcall import EngineError
 assert js.image_ready()
 async def main():
     async def call_tool(*a): raise RuntimeError("no tools")
@@ -267,3 +270,21 @@ def test_a_big_vm_is_closed_off_the_loop_and_small_ones_on_it(monkeypatch) -> No
     assert big_bytes > js._CLOSE_HERE_BYTES >= small_bytes
     assert big_thread.startswith("js-vm-maker")
     assert small_thread == threading.current_thread().name
+
+
+def test_an_engine_whose_first_vm_cannot_be_made_still_runs_scripts(monkeypatch, caplog) -> None:
+    """The first VM is made as the engine is; when that fails, the engine is made all the same,
+    says why, and its runs go on (making their own VMs if need be)."""
+    made = js._Vm
+    refused: list[bool] = []
+
+    def first_refused(*args, **kwargs):
+        if not refused:
+            refused.append(True)
+            raise EngineError("refused for the test")
+        return made(*args, **kwargs)
+
+    monkeypatch.setattr(js, "_Vm", first_refused)
+    with caplog.at_level(logging.WARNING, logger="sandbox.js"), JsEngine() as engine:
+        assert _run(engine, "6 * 7").value == 42
+    assert refused and "could not make a JS VM ahead: refused for the test" in caplog.text
