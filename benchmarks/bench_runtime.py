@@ -4,8 +4,9 @@
 
 Figures (medians):
 - empty run_js through an MCP client  vs  a bare MCP echo call to the test server, back to
-  back and 50 ms apart, in alternating blocks. The test server serves on the project's stdio transport, as every
-  server of the project does; beside it, the same echo on the SDK's own (a plain SDK server)
+  back and 50 ms apart, in alternating blocks. The test server serves on the project's stdio
+  transport, as every server of the project does; beside it, the same echo on the SDK's own (a
+  plain SDK server)
 - one mcp.callTool round trip inside a script  vs  a direct client call to the test server
 - 100 calls in Promise.all (end to end, and inside the script)  vs  100 concurrent bare calls
 - empty run_py through an MCP client

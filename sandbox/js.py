@@ -130,10 +130,7 @@ class JsEngine:
             # the first here, so that the process's first run finds it ready: left to the maker's
             # thread, it was not, and that run made its own on a new run thread while the maker
             # made another (3-6 ms in the engine, against 1.4 ms now)
-            try:
-                self._add(_Vm(_DEFAULT_HEAP_MB))
-            except GUEST_FAILURES as exc:  # runs make their own, as without an image
-                logger.warning("could not make a JS VM ahead: %s", exc)
+            self._make_ahead()
         self._to_thread()  # the others
 
     def close(self) -> None:
@@ -188,6 +185,16 @@ class JsEngine:
             self._maker.submit(self._on_thread, delay)
         except RuntimeError:  # closed meanwhile
             pass
+
+    def _make_ahead(self) -> bool:
+        """Make a VM for the pool here; False, and why logged, when it cannot be made (runs then
+        make their own)."""
+        try:
+            self._add(_Vm(_DEFAULT_HEAP_MB))
+        except GUEST_FAILURES as exc:
+            logger.warning("could not make a JS VM ahead: %s", exc)
+            return False
+        return True
 
     def _add(self, vm: _Vm) -> None:
         """A VM made for the pool, put in it (or closed, the engine closed meanwhile)."""
@@ -252,10 +259,7 @@ class JsEngine:
             else:
                 self._close_vm(run)
         elif fill and self._has_image:
-            try:
-                self._add(_Vm(_DEFAULT_HEAP_MB))
-            except GUEST_FAILURES as exc:
-                logger.warning("could not make a JS VM ahead: %s", exc)
+            if not self._make_ahead():
                 self._since = 0.0
                 return
         else:  # done (and booting a VM takes milliseconds: left to the thread)

@@ -113,7 +113,6 @@ _LOAD_AND_RUN = """
 import asyncio, logging
 logging.basicConfig(level=logging.WARNING)
 from sandbox import JsEngine, js
-from sandbox._wasmcall import EngineError
 assert js.image_ready()
 async def main():
     async def call_tool(*a): raise RuntimeError("no tools")
@@ -164,10 +163,12 @@ def test_the_image_loaded_is_the_file_whose_bytes_were_checked(tmp_path: Path) -
     file put at its path after the check is not what is loaded."""
     from quickjs_rs import _wasmtime as shared
 
-    from sandbox import _jsimage
+    from sandbox import _jsimage, _jsmodule
 
     assert js.image_ready()
-    checked = next(_jsmodule_cache().glob("quickjs-image-*.cwasm"))
+    folder = _jsmodule.private_cache_dir()
+    assert folder is not None
+    checked = next(folder.glob("quickjs-image-*.cwasm"))
     copy = tmp_path / checked.name
     copy.write_bytes(checked.read_bytes())
     with copy.open("rb") as file:
@@ -176,14 +177,6 @@ def test_the_image_loaded_is_the_file_whose_bytes_were_checked(tmp_path: Path) -
         copy.write_bytes(b"not a module")  # put at its path after the check
         module = _jsimage._module_of(shared.shared_wasmtime_engine(), file, data)
     assert module.serialize() == data
-
-
-def _jsmodule_cache() -> Path:
-    from sandbox import _jsmodule
-
-    folder = _jsmodule.private_cache_dir()
-    assert folder is not None
-    return folder
 
 
 def test_cache_files_no_process_used_for_a_month_are_removed(tmp_path: Path) -> None:
