@@ -33,6 +33,8 @@ from wasmtime import _ffi
 from wasmtime._extern import wrap_extern
 from wasmtime._func import enter_wasm
 
+from sandbox import _jsmodule
+
 _POLL_WAT = """(module
   (memory (export "flag") 1 1)
   (func (export "poll") (result i32) i32.const 0 i32.load))"""
@@ -151,7 +153,10 @@ def _new_instance(store: wasmtime.Store, module: wasmtime.Module, imports: ctype
         error = _ffi.wasmtime_instance_new(store._context(), module.ptr(), imports, len(imports),
                                            ctypes.byref(raw), trap)
         if error:
-            raise wasmtime.WasmtimeError._from_ptr(error)
+            exc = wasmtime.WasmtimeError._from_ptr(error)
+            if "concurrent limit" in str(exc):  # the pooling allocator's slots are all taken
+                raise wasmtime.WasmtimeError(_jsmodule.TOO_MANY_VMS) from exc
+            raise exc
     return _LazyInstance._from_raw(raw)  # type: ignore[return-value]
 
 

@@ -11,7 +11,8 @@ seconds while some store has a deadline on it, and traps once its store's deadli
 (`sandbox._wasmcall` sets it past the run's deadline). QuickJS's own interrupt stops JavaScript
 sooner and cleanly; the epoch is the backstop for a long loop inside one C builtin, which never
 polls that interrupt: without it such a VM could only be abandoned, spinning on and holding its
-memory until the builtin returned.
+memory until the builtin returned. Its instances come from wasmtime's pooling allocator
+(`_pooled`): a VM's memory is a slot that earlier VMs used, put back to the image as each closed.
 
 A `.cwasm` is native code that wasmtime runs as it finds it, so a file is used only as this
 module writes it: in a directory of this user's at 0700, a file of this user's at 0600 with one
@@ -32,6 +33,7 @@ import time
 from pathlib import Path
 
 import wasmtime
+from wasmtime import _ffi as ffi
 from quickjs_rs import _engine, _transform
 from quickjs_rs import _wasmtime as shared
 
@@ -56,6 +58,7 @@ def _engine_with_epochs() -> wasmtime.Engine:
             if shared._SHARED_ENGINE is None:
                 config = wasmtime.Config()
                 config.epoch_interruption = True
+                _pooled(config)
                 shared._SHARED_ENGINE = wasmtime.Engine(config)
                 for module in (_engine, _transform):  # every maker of stores on this engine
                     module.wasmtime = _StoresWithDeadline()
@@ -64,6 +67,44 @@ def _engine_with_epochs() -> wasmtime.Engine:
     EPOCHS = False
     logger.warning("quickjs-rs made its wasm engine first: no epoch backstop for JS runs")
     return shared.shared_wasmtime_engine()
+
+
+MAX_VMS = 64
+"""JS VMs one process can always hold at once (the runs in progress and the VMs made ahead; up to
+half as many again while no TypeScript is being transformed). One past them cannot be made
+(`TOO_MANY_VMS`) until runs end: each slot used keeps memory (`_pooled`)."""
+TOO_MANY_VMS = ("this process holds as many JavaScript VMs as it can at once (runs in progress and "
+                f"VMs made ahead, at least {MAX_VMS}): retry once some runs have ended")
+_TRANSFORMS = 64  # TypeScript transformers at once (one a run thread), each an instance
+_SLOTS = 2 * MAX_VMS + _TRANSFORMS  # a VM is two instances: QuickJS and its interrupt poll
+_KEEP_RESIDENT = 2 << 20
+"""Bytes at the start of a VM's memory that its slot keeps when the VM is closed, put back to the
+image's bytes: the image's memory (1.4 MiB) and what a short run adds."""
+
+
+def _pooled(config: wasmtime.Config) -> None:
+    """Instances from wasmtime's pooling allocator: a VM's memory is a slot of a reservation made
+    once, which keeps its module's image mapped, rather than a mapping made and unmapped for each
+    VM. Closing a VM copies the image's bytes back over the first `_KEEP_RESIDENT` bytes of its
+    slot (wasmtime's reset: no page table change) and lets go of the rest; the next VM in the
+    slot writes pages that are already its own, with no copy-on-write fault on its run's way,
+    and nothing is written ahead. wasmtime-py has no setter for this: wasmtime's C API.
+
+    The cost: the reservation is address space (4 GiB and a guard a slot, some 800 GiB of virtual
+    size, none of it memory), and a slot once used keeps its bytes resident: after a burst of
+    runs at once, up to `_KEEP_RESIDENT` a slot (128 MiB for `MAX_VMS`)."""
+    pooling = ffi.wasmtime_pooling_allocation_config_new()
+    try:
+        for setter, value in (
+            (ffi.wasmtime_pooling_allocation_config_total_core_instances_set, _SLOTS),
+            (ffi.wasmtime_pooling_allocation_config_total_memories_set, _SLOTS),
+            (ffi.wasmtime_pooling_allocation_config_total_tables_set, _SLOTS),
+            (ffi.wasmtime_pooling_allocation_config_linear_memory_keep_resident_set, _KEEP_RESIDENT),
+        ):
+            setter(pooling, value)
+        ffi.wasmtime_pooling_allocation_strategy_set(config.ptr(), pooling)  # copies it
+    finally:
+        ffi.wasmtime_pooling_allocation_config_delete(pooling)
 
 
 _PARK_TICKS = 100

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import math
-import mmap
 import struct
 import time
 from collections.abc import Callable, Generator
@@ -68,7 +67,6 @@ EPOCH_GRACE_SECONDS = 0.3
 """How long past its deadline a guest that does not poll its interrupt runs before it traps."""
 _MIN_MEMORY = 16 << 20  # linear memory the engine needs beyond the JS heap
 _MAX_ARGS = 4  # of a call_for_text
-_PAGE = mmap.PAGESIZE
 
 Steps = Generator[tuple[str, tuple[int, ...]], Any, Any]
 """Calls into the guest, one at a time (see `GuestVm.now`)."""
@@ -715,39 +713,11 @@ class GuestVm:
             if handle is not None:
                 handle.dispose()
 
-    # -- memory pages --
-    # A VM's linear memory starts as a copy-on-write mapping of its image: the first write to each
-    # page is a page fault (a copy; ~6 us here), about 20 for an empty run. The pages every run
-    # writes can be written ahead, on the thread that makes the VM, with their own bytes.
-
-    def copied_pages(self) -> frozenset[int]:
-        """The pages of linear memory (numbered from 0) the VM has written, read from the kernel's
-        page map (/proc/self/pagemap: present and private); empty where that cannot be read."""
-        size = self.memory_bytes()
-        if size == 0:
-            return frozenset()
-        first = self._memory_address() // _PAGE
-        try:
-            with open("/proc/self/pagemap", "rb") as pagemap:
-                pagemap.seek(first * 8)
-                entries = pagemap.read((size // _PAGE) * 8)
-        except OSError:
-            return frozenset()
-        return frozenset(i for i, (entry,) in enumerate(struct.iter_unpack("<Q", entries))
-                         if entry >> 63 and not (entry >> 61) & 1)
-
-    def make_ready(self, pages: frozenset[int]) -> None:
-        """Before the VM's run, on the thread that made it: the calls earlier VMs made looked up,
-        and these pages of linear memory written with their own bytes (a page past its size is
-        skipped), their copies made now rather than when the guest first writes them."""
+    def make_ready(self) -> None:
+        """Before the VM's run, on the thread that made it: the calls earlier VMs made looked up."""
         inst = self._ctx._inst
         for name in list(_shapes):
             _prepared(inst, name)
-        base, count = self._memory_address(), self.memory_bytes() // _PAGE
-        for page in pages:
-            if page < count:
-                byte = ctypes.c_ubyte.from_address(base + page * _PAGE)
-                byte.value = byte.value
 
     def _memory_address(self) -> int:
         return _address(self._ctx._inst, 0, 0)

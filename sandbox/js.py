@@ -36,12 +36,14 @@ import secrets
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib.resources import files
 from typing import Any
 
 import quickjs_rs
+from wasmtime import WasmtimeError
 
 from sandbox import _jsimage, _jsmodule
 from sandbox._host import ArtifactBox, ConsoleCapture, RunLimitErrors, ToolBridge
@@ -78,9 +80,8 @@ _DEFAULT_HEAP_MB = JsLimits().heap_memory_max_mb
 _SWITCH_INTERVAL_SECONDS = 0.0005  # see JsEngine.__init__
 _MAX_RUN_THREADS = 64  # runs computing at once before they share threads
 _FLUSH_SECONDS = 0.25  # after a timeout, for the guest to hand over its last console lines
-_LEARN_RUNS = 5  # runs whose written pages are compared (see _PagesRunsWrite)
-_MAX_PREFAULT_PAGES = 64
 _OVERDUE_SECONDS = 0.05  # how long the maker's work waits for the runs to pause
+_ENDED_MAX = 16  # and how many ended runs' VMs (each holds one of the process's slots for VMs)
 _CLOSE_HERE_BYTES = 16 << 20  # a VM this big is closed on the maker's thread, not the loop
 _IDLE_TURNS = 100  # turns of the loop the maker's work waits at most for it to have nothing ready
 _HERE_TICKS = 2
@@ -115,7 +116,6 @@ class JsEngine:
         self._stopping = threading.Event()
         self._maker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="js-vm-maker")
         self._threads = RunThreads(_MAX_RUN_THREADS, "js-run")
-        self._written = _PagesRunsWrite()
         _jsmodule.load()  # the compiled guest, from the disk cache (else 0.7 s of compiling)
         # and its pre-initialized image, here rather than first on the VM maker's thread, whose low
         # priority made a cold start's first run wait for it behind the imports of the process
@@ -162,16 +162,16 @@ class JsEngine:
         try:
             self._stopping.wait(delay)
             while not self._closed:
-                with self._lock:
-                    ended, self._ended = self._ended, []
+                with self._lock:  # one at a time: a run short of a slot closes the others (`_new_vm`)
+                    run = self._ended.pop() if self._ended else None
                     full = len(self._pool) >= self._pool_size
-                    if full and not ended:  # done; a run ending from now on calls `_to_thread`
+                    if full and run is None:  # done; a run ending from now on calls `_to_thread`
                         self._on_thread_soon = False
                         return
-                for run in ended:
-                    self._close_vm(run)
-                if not full:
-                    self._add(_Vm(_DEFAULT_HEAP_MB))
+                if run is not None:
+                    run.close_vm()
+                elif not self._make_ahead():
+                    return
         finally:
             with self._lock:
                 self._on_thread_soon = False
@@ -190,15 +190,31 @@ class JsEngine:
         """Make a VM for the pool here; False, and why logged, when it cannot be made (runs then
         make their own)."""
         try:
-            self._add(_Vm(_DEFAULT_HEAP_MB))
+            self._add(self._new_vm(_DEFAULT_HEAP_MB))
         except GUEST_FAILURES as exc:
             logger.warning("could not make a JS VM ahead: %s", exc)
             return False
         return True
 
+    def _new_vm(self, heap_mb: int) -> _Vm:
+        """A VM. When the process's slots for VMs are all taken (`_jsmodule.MAX_VMS`), the VMs
+        of ended runs, which wait to be closed between runs, are closed here first."""
+        try:
+            return _Vm(heap_mb)
+        except WasmtimeError as exc:
+            if str(exc) != _jsmodule.TOO_MANY_VMS:
+                raise
+            with self._lock:
+                ended, self._ended = self._ended, []
+            if not ended:
+                raise
+        for run in ended:
+            run.close_vm()
+        return _Vm(heap_mb)
+
     def _add(self, vm: _Vm) -> None:
         """A VM made for the pool, put in it (or closed, the engine closed meanwhile)."""
-        vm.guest.make_ready(self._written.pages)
+        vm.guest.make_ready()
         with self._lock:
             if not self._closed:
                 self._pool.append(vm)
@@ -232,7 +248,7 @@ class JsEngine:
         """On the loop: one piece of the maker's work (make a VM for an empty pool; else close
         one ended run's VM, or make one), then the next after what is ready to run. It waits
         while a run goes (the ending run calls `_after_run` again), but an empty pool gets its
-        VM at once and a backlog waits at most `_OVERDUE_SECONDS`.
+        VM at once and a backlog waits at most `_OVERDUE_SECONDS` (or until `_ENDED_MAX` VMs).
 
         Here rather than on a thread: a VM is made and closed in some 30 calls into wasmtime,
         each of which lets go of the GIL; from another thread, each took the GIL back from the
@@ -246,18 +262,19 @@ class JsEngine:
             return
         with self._lock:
             empty = not self._pool and self._pool_size > 0
-            if self._running and not empty and time.monotonic() - self._since < _OVERDUE_SECONDS:
+            if (self._running and not empty and len(self._ended) < _ENDED_MAX
+                    and time.monotonic() - self._since < _OVERDUE_SECONDS):
                 return
             run = self._ended.pop() if self._ended and not empty else None
             fill = run is None and len(self._pool) < self._pool_size
         if run is not None:
             if run.vm is not None and run.vm.guest.memory_bytes() > _CLOSE_HERE_BYTES:
                 try:  # unmapping it would hold the loop
-                    self._maker.submit(self._close_vm, run)
+                    self._maker.submit(run.close_vm)
                 except RuntimeError:  # the engine closed meanwhile
-                    self._close_vm(run)
+                    run.close_vm()
             else:
-                self._close_vm(run)
+                run.close_vm()
         elif fill and self._has_image:
             if not self._make_ahead():
                 self._since = 0.0
@@ -300,7 +317,8 @@ class JsEngine:
             raise RuntimeError("the JS engine is closed")
         # A lone surrogate cannot cross into the engine (its source is UTF-8); as U+FFFD it can.
         code = well_formed(code)
-        run = _JsRun(code, limits, on_console, ToolBridge(call_tool, list_tools, limits.max_tool_calls))
+        run = _JsRun(code, limits, on_console, ToolBridge(call_tool, list_tools, limits.max_tool_calls),
+                     self._new_vm)
         thread = self._threads.acquire()
         vm = self._take(limits)
         with self._lock:
@@ -318,38 +336,6 @@ class JsEngine:
             else:
                 self._threads.release(thread)
             self._after_run()
-
-    def _close_vm(self, run: _JsRun) -> None:
-        if run.vm is not None:
-            self._written.learn(run.vm)
-        run.close_vm()
-
-
-class _PagesRunsWrite:
-    """The pages of the image's memory that every run writes, learned from the VMs of the first
-    runs (those each of them wrote): the VMs made ahead then have them copied before their run
-    (`GuestVm.make_ready`), and an empty run makes no page fault. More than `_MAX_PREFAULT_PAGES`
-    (first runs that each wrote much) and none are."""
-
-    def __init__(self) -> None:
-        self.pages: frozenset[int] = frozenset()
-        self._common: frozenset[int] | None = None
-        self._runs = 0
-        self._lock = threading.Lock()
-
-    def learn(self, vm: _Vm) -> None:
-        """After a run, on its thread, before its VM is closed."""
-        if self._runs >= _LEARN_RUNS or not vm.from_image or vm.dead:
-            return
-        written = vm.guest.copied_pages()
-        with self._lock:
-            if self._runs >= _LEARN_RUNS:
-                return
-            self._common = written if self._common is None else self._common & written
-            self._runs += 1
-            if self._runs == _LEARN_RUNS and len(self._common) <= _MAX_PREFAULT_PAGES:
-                self.pages = self._common
-
 
 def _yield_to_runs() -> None:
     """Lower this thread's CPU priority: on a busy machine, making the next VM waits for the
@@ -446,8 +432,10 @@ class _Step:
 class _JsRun:
     """One run: its limits, console, artifacts and tool bridge, and the driving of its VM."""
 
-    def __init__(self, code: str, limits: JsLimits, on_console: OnConsole | None, bridge: ToolBridge) -> None:
+    def __init__(self, code: str, limits: JsLimits, on_console: OnConsole | None, bridge: ToolBridge,
+                 new_vm: Callable[[int], _Vm]) -> None:
         self.code = code
+        self._new_vm = new_vm  # makes its VM if none was made ahead
         self.limits = limits
         self.errors = RunLimitErrors(limits, bridge.in_flight)
         self.bridge = bridge
@@ -647,7 +635,7 @@ class _JsRun:
     def _start(self) -> _Step:
         if self.vm is None:
             try:
-                self.vm = _Vm(self.limits.heap_memory_max_mb)
+                self.vm = self._new_vm(self.limits.heap_memory_max_mb)
             except GUEST_FAILURES as exc:
                 return _Step(done=True, error=RunError(kind="internal", message=f"could not make a JS VM: {exc}"))
         vm = self.vm

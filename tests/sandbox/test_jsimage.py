@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import mmap
 import os
 import time
 import subprocess
@@ -55,58 +54,6 @@ def test_math_random_is_uniform_enough() -> None:
     assert 0 <= low < 0.001 and 0.999 < high < 1
     assert 0.49 < mean < 0.51
     assert distinct == 20000
-
-
-def test_pages_written_ahead_are_copied_and_keep_their_bytes() -> None:
-    """A VM's pages written ahead (each with its own bytes) are its own copies from then on, and
-    its memory reads the same."""
-    vm = js._Vm(js._DEFAULT_HEAP_MB)
-    try:
-        guest = vm.guest
-        memory = lambda: bytes(guest._memory.read(guest._store, 0, guest.memory_bytes()))  # noqa: E731
-        before = memory()
-        pages = frozenset(range(0, guest.memory_bytes() // mmap.PAGESIZE, 7))
-        assert not pages <= guest.copied_pages()
-        guest.make_ready(pages | {10**9})  # a page past the memory's end is skipped
-        assert pages <= guest.copied_pages()
-        assert memory() == before
-    finally:
-        vm.close()
-
-
-def _learned(engine: JsEngine) -> frozenset[int]:
-    """The engine's pages every run writes, once its first runs' VMs are closed (after answers)."""
-    deadline = time.monotonic() + 10
-    while engine._written._runs < js._LEARN_RUNS and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return engine._written.pages
-
-
-def test_the_engine_writes_ahead_the_pages_every_run_writes() -> None:
-    """After its first runs the engine knows the pages each of them wrote; the VMs it makes ahead
-    have those copied before their run (no page fault on the run's way for them)."""
-    with JsEngine(pool_size=1) as engine:
-        for i in range(js._LEARN_RUNS):
-            assert _run(engine, f"[{i}, {{}}, 'x'.repeat({i})]").error is None
-        learned = _learned(engine)
-        assert 0 < len(learned) <= js._MAX_PREFAULT_PAGES
-        assert _run(engine, "1").value == 1  # takes the VM made before learning: one made after
-        asyncio.run(vm_made_ahead(engine))
-        with engine._lock:
-            vm = engine._pool[0]
-            assert learned <= vm.guest.copied_pages()
-
-
-def test_first_runs_that_write_much_leave_no_pages_to_write_ahead() -> None:
-    """Hostile first runs that each write many pages (a big array) do not make every later VM pay
-    for copying them: past the cap nothing is written ahead."""
-    with JsEngine(pool_size=0) as engine:
-        for _ in range(js._LEARN_RUNS):
-            out = _run(engine, "const a = new Uint8Array(8 << 20); for (let i = 0; i < a.length; i += 4096) a[i] = 1; "
-                               "const b = []; for (let i = 0; i < 50000; i++) b.push({i}); b.length")
-            assert out.error is None, out.error
-        assert _learned(engine) == frozenset()
-        assert engine._written._runs == js._LEARN_RUNS
 
 
 _LOAD_AND_RUN = """
