@@ -102,30 +102,58 @@ def test_a_vm_in_a_used_slot_has_the_pages_its_last_vm_wrote_already_its_own() -
         made.close()
 
 
-def test_vms_past_what_the_process_holds_are_refused_clearly_and_made_once_others_close() -> None:
-    """The slots are a fixed number: a VM past them is refused with an error that says what to
-    do, a run that needs one says so, and once VMs close, VMs are made and runs go again."""
+def _all_slots_taken() -> list[js._Vm]:
+    """Make VMs until the process's slots are all taken: those VMs (close them)."""
     held: list[js._Vm] = []
     try:
         with pytest.raises(wasmtime.WasmtimeError) as refused:
             for _ in range(4 * MAX_VMS):
                 held.append(_vm())
-        assert str(refused.value) == TOO_MANY_VMS
+    except BaseException:
+        for vm in held:
+            vm.close()
+        raise
+    assert str(refused.value) == TOO_MANY_VMS
+    return held
+
+
+def _run(engine: JsEngine, code: str):
+    async def no_tools(*args):
+        return []
+    return asyncio.run(engine.run(code, call_tool=no_tools, list_tools=no_tools))
+
+
+def test_vms_past_what_the_process_holds_are_refused_clearly_and_made_once_others_close() -> None:
+    """The slots are a fixed number: a VM past them is refused with an error that says what to
+    do, a run that needs one says so, and once VMs close, VMs are made and runs go again."""
+    held = _all_slots_taken()
+    try:
         assert len(held) >= MAX_VMS - 8  # the session's engines hold a few
-
-        async def run(engine: JsEngine):
-            async def no_tools(*args):
-                return []
-            return await engine.run("6 * 7", call_tool=no_tools, list_tools=no_tools)
-
         with JsEngine(pool_size=0) as engine:
-            out = asyncio.run(run(engine))
+            out = _run(engine, "6 * 7")
             assert out.error is not None and out.error.kind == "internal"
             assert "retry once some runs have ended" in out.error.message
             for vm in held[:4]:
                 vm.close()
             del held[:4]
-            assert asyncio.run(run(engine)).value == 42
+            assert _run(engine, "6 * 7").value == 42
     finally:
         for vm in held:
             vm.close()
+
+
+def test_a_run_short_of_a_slot_closes_the_vms_of_ended_runs_first(monkeypatch) -> None:
+    """The VMs of ended runs wait to be closed between runs; a run that finds every slot taken
+    closes them first and is served."""
+    with JsEngine(pool_size=0) as engine:
+        monkeypatch.setattr(engine, "_after_run", lambda: None)  # nothing closes them meanwhile
+        for _ in range(4):
+            assert _run(engine, "1").value == 1
+        assert len(engine._ended) == 4
+        held = _all_slots_taken()
+        try:
+            assert _run(engine, "6 * 7").value == 42
+            assert len(engine._ended) == 1  # its own
+        finally:
+            for vm in held:
+                vm.close()
