@@ -91,8 +91,8 @@ def _pooled(config: wasmtime.Config) -> None:
     and nothing is written ahead. wasmtime-py has no setter for this: wasmtime's C API.
 
     The cost: the reservation is address space (4 GiB and a guard a slot, some 800 GiB of virtual
-    size, none of it memory), and a slot once used keeps its bytes resident: after a burst of
-    runs at once, up to `_KEEP_RESIDENT` a slot (128 MiB for `MAX_VMS`)."""
+    size, none of it memory), and a slot once used keeps those bytes resident: 96 VMs made at once
+    and closed left the process 147 MiB larger (1.5 MiB a VM)."""
     pooling = ffi.wasmtime_pooling_allocation_config_new()
     try:
         for setter, value in (
