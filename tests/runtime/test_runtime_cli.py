@@ -182,7 +182,14 @@ def test_fixture_client_survives_a_dead_runtime(workdir) -> None:
     _, env = workdir
 
     def serve_processes() -> set[int]:
-        return {p.pid for p in psutil.Process().children(recursive=True) if "serve" in p.cmdline()}
+        found = set()
+        for process in psutil.Process().children(recursive=True):
+            try:
+                if "serve" in process.cmdline():
+                    found.add(process.pid)
+            except psutil.Error:  # gone meanwhile, or a zombie another test's process left
+                pass
+        return found
 
     before = serve_processes()
     with start_runtime(env) as client:
