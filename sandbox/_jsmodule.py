@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import mmap
 import os
 import stat
 import tempfile
@@ -58,7 +59,13 @@ def _engine_with_epochs() -> wasmtime.Engine:
             if shared._SHARED_ENGINE is None:
                 config = wasmtime.Config()
                 config.epoch_interruption = True
-                _pooled(config)
+                if _room_for_slots():
+                    _pooled(config)
+                else:
+                    logger.warning("JS VMs are made without the pool of memory slots: this process may not "
+                                   "reserve the %d GiB of address space it takes (ulimit -v); each VM is "
+                                   "mapped and unmapped, and its run makes copy-on-write faults",
+                                   _SLOTS * _SLOT_SPACE >> 30)
                 shared._SHARED_ENGINE = wasmtime.Engine(config)
                 for module in (_engine, _transform):  # every maker of stores on this engine
                     module.wasmtime = _StoresWithDeadline()
@@ -72,7 +79,8 @@ def _engine_with_epochs() -> wasmtime.Engine:
 MAX_VMS = 64
 """JS VMs one process can always hold at once (the runs in progress and the VMs made ahead; up to
 half as many again while no TypeScript is being transformed). One past them cannot be made
-(`TOO_MANY_VMS`) until runs end: each slot used keeps memory (`_pooled`)."""
+(`TOO_MANY_VMS`) until runs end: each slot used keeps memory (`_pooled`). Without the pool (no
+room for it: `_room_for_slots`), VMs are not counted."""
 TOO_MANY_VMS = ("this process holds as many JavaScript VMs as it can at once (runs in progress and "
                 f"VMs made ahead, at least {MAX_VMS}): retry once some runs have ended")
 _TRANSFORMS = 64  # TypeScript transformers at once (one a run thread), each an instance
@@ -80,6 +88,22 @@ _SLOTS = 2 * MAX_VMS + _TRANSFORMS  # a VM is two instances: QuickJS and its int
 _KEEP_RESIDENT = 2 << 20
 """Bytes at the start of a VM's memory that its slot keeps when the VM is closed, put back to the
 image's bytes: the image's memory (1.4 MiB) and what a short run adds."""
+
+
+_SLOT_SPACE = 5 << 30  # address space a slot takes, and room to spare: 4 GiB, its guard, tables
+
+
+def _room_for_slots() -> bool:
+    """Whether the pool's reservation fits in this process's address space: tried with a mapping
+    of no access, which takes no memory (22 us). Under a `ulimit -v` below it, wasmtime's C API
+    cannot map the pool and aborts the process as the engine is made."""
+    try:
+        probe = mmap.mmap(-1, _SLOTS * _SLOT_SPACE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
+                          prot=0)  # PROT_NONE (the mmap module has no name for it)
+    except OSError:
+        return False
+    probe.close()
+    return True
 
 
 def _pooled(config: wasmtime.Config) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import struct
+import subprocess
+import sys
 
 import pytest
 import wasmtime
@@ -157,3 +159,25 @@ def test_a_run_short_of_a_slot_closes_the_vms_of_ended_runs_first(monkeypatch) -
         finally:
             for vm in held:
                 vm.close()
+
+
+_UNDER_ULIMIT_V = """
+import asyncio, logging, resource
+resource.setrlimit(resource.RLIMIT_AS, (300 << 30, 300 << 30))  # ulimit -v: 300 GiB
+logging.basicConfig(level=logging.WARNING)
+from sandbox import JsEngine
+async def main():
+    async def no_tools(*args):
+        return []
+    with JsEngine() as engine:
+        return (await engine.run("6 * 7", call_tool=no_tools, list_tools=no_tools)).value
+print(asyncio.run(main()))
+"""
+
+
+def test_a_process_whose_address_space_is_too_small_for_the_slots_runs_js_without_them() -> None:
+    """Under a `ulimit -v` below the slots' reservation, the engine is made without them (wasmtime
+    would abort the process making it), says so, and runs scripts."""
+    done = subprocess.run([sys.executable, "-c", _UNDER_ULIMIT_V], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "42", done.stderr[-2000:]
+    assert "without the pool of memory slots" in done.stderr and "ulimit -v" in done.stderr
