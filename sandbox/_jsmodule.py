@@ -123,6 +123,9 @@ def _pooled(config: wasmtime.Config) -> None:
             (ffi.wasmtime_pooling_allocation_config_total_core_instances_set, _SLOTS),
             (ffi.wasmtime_pooling_allocation_config_total_memories_set, _SLOTS),
             (ffi.wasmtime_pooling_allocation_config_total_tables_set, _SLOTS),
+            # a VM's async call runs on a stack of the pool's (one at a time: `GuestVm.start`); each
+            # is made at once with its guard page, and wasmtime's 1,000 took 3.0 ms of a cold start
+            (ffi.wasmtime_pooling_allocation_config_total_stacks_set, _SLOTS // 2),
             (ffi.wasmtime_pooling_allocation_config_linear_memory_keep_resident_set, _KEEP_RESIDENT),
         ):
             setter(pooling, value)
