@@ -155,7 +155,7 @@ def _new_instance(store: wasmtime.Store, module: wasmtime.Module, imports: ctype
         if error:
             exc = wasmtime.WasmtimeError._from_ptr(error)
             if "concurrent limit" in str(exc):  # the pooling allocator's slots are all taken
-                raise wasmtime.WasmtimeError(_jsmodule.TOO_MANY_VMS) from exc
+                raise _jsmodule.TooManyVms() from exc
             raise exc
     return _LazyInstance._from_raw(raw)  # type: ignore[return-value]
 

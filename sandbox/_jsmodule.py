@@ -79,10 +79,19 @@ def _engine_with_epochs() -> wasmtime.Engine:
 MAX_VMS = 64
 """JS VMs one process can always hold at once (the runs in progress and the VMs made ahead; up to
 half as many again while no TypeScript is being transformed). One past them cannot be made
-(`TOO_MANY_VMS`) until runs end: each slot used keeps memory (`_pooled`). Without the pool (no
+(`TooManyVms`) until runs end: each slot used keeps memory (`_pooled`). Without the pool (no
 room for it: `_room_for_slots`), VMs are not counted."""
 TOO_MANY_VMS = ("this process holds as many JavaScript VMs as it can at once (runs in progress and "
                 f"VMs made ahead, at least {MAX_VMS}): retry once some runs have ended")
+
+
+class TooManyVms(wasmtime.WasmtimeError):
+    """A VM refused: the pool's slots are all taken."""
+
+    def __init__(self) -> None:
+        super().__init__(TOO_MANY_VMS)
+
+
 _TRANSFORMS = 64  # TypeScript transformers at once (one a run thread), each an instance
 _SLOTS = 2 * MAX_VMS + _TRANSFORMS  # a VM is two instances: QuickJS and its interrupt poll
 _KEEP_RESIDENT = 2 << 20

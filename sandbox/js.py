@@ -43,7 +43,6 @@ from importlib.resources import files
 from typing import Any
 
 import quickjs_rs
-from wasmtime import WasmtimeError
 
 from sandbox import _jsimage, _jsmodule
 from sandbox._host import ArtifactBox, ConsoleCapture, RunLimitErrors, ToolBridge
@@ -201,9 +200,7 @@ class JsEngine:
         of ended runs, which wait to be closed between runs, are closed here first."""
         try:
             return _Vm(heap_mb)
-        except WasmtimeError as exc:
-            if str(exc) != _jsmodule.TOO_MANY_VMS:
-                raise
+        except _jsmodule.TooManyVms:
             with self._lock:
                 ended, self._ended = self._ended, []
             if not ended:
