@@ -64,7 +64,14 @@ _SEQ: contextvars.ContextVar[int] = contextvars.ContextVar("codedesk_call_seq", 
 
 def new_run_id() -> str:
     """A run's id: sortable by time, unique in the session."""
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+    global _second
+    now = int(time.time())
+    if now != _second[0]:  # the time formatted once a second, not for every run
+        _second = (now, time.strftime("%Y%m%d-%H%M%S-", time.gmtime(now)))
+    return _second[1] + secrets.token_hex(3)
+
+
+_second: tuple[int, str] = (0, "")
 
 
 class Timeline:

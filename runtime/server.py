@@ -282,7 +282,8 @@ class Runtime:
             args = parse_arguments(model, arguments)
         except ArgumentsError as exc:
             return error_result(f"{'run_js' if language == 'js' else 'run_py'}: {exc}")
-        limits = _limits(language, args)
+        given = {k: v for k, v in args if k != "code" and v is not None}  # the limits the call sets
+        limits = _limits(language, given)
         engine = await self.engine(language)
         recorder = None
 
@@ -296,7 +297,6 @@ class Runtime:
             call = _no_replay_within(call)
         run = new_run_id()
         if self.timeline is not None:
-            given = {k: v for k, v in args if k != "code" and v is not None}
             recorder = self.timeline.start_run(language, args.code, call, limits=given, replay_of=replay_of,
                                                mode="script" if replay_of is not None else None, run=run)
             call = recorder.call_tool
@@ -328,8 +328,9 @@ class Runtime:
 
     async def _execute(self, engine: Any, language: str, code: str, call: Any, limits: Any,
                        on_console: Any) -> types.CallToolResult:
+        backstop = asyncio.timeout(limits.timeout_seconds + TIMEOUT_GRACE_SECONDS)  # asyncio's: a third cheaper than anyio's
         try:
-            with anyio.move_on_after(limits.timeout_seconds + TIMEOUT_GRACE_SECONDS) as backstop:
+            async with backstop:
                 result = await engine.run(
                     code,
                     call_tool=call,
@@ -338,10 +339,10 @@ class Runtime:
                     on_console=on_console,
                 )
         except Exception as exc:  # an engine bug must not take the server down
+            if backstop.expired():
+                return error_result(f"Error: timeout error: the run exceeded timeout_seconds={limits.timeout_seconds:g}")
             logger.exception("engine failure")
             return error_result(f"Error: internal error in the sandbox: {type(exc).__name__}: {exc}")
-        if backstop.cancelled_caught:
-            return error_result(f"Error: timeout error: the run exceeded timeout_seconds={limits.timeout_seconds:g}")
         return to_call_tool_result(result)
 
 
@@ -376,10 +377,9 @@ _DECLARATIONS: dict[tuple[Any, str, str], str] = {}
 """Rendered declarations by tool and schema: a listing is rendered once, not per run."""
 
 
-def _limits(language: str, args: Any) -> Any:
+def _limits(language: str, given: dict[str, Any]) -> Any:
     import sandbox
 
-    given = {k: v for k, v in args if k != "code" and v is not None}
     if not given:  # the usual call
         return _default_limits(language)
     return sandbox.JsLimits(**given) if language == "js" else sandbox.PyLimits(**given)

@@ -28,6 +28,7 @@ import dataclasses
 import json
 import logging
 import marshal
+import operator
 import os
 import select
 import shutil
@@ -47,6 +48,7 @@ from .store import Event, TimelineUnavailable, TimelineWriter, open_folder
 log = logging.getLogger("codedesk.timeline")
 
 _FIELDS = tuple(field.name for field in dataclasses.fields(Event))
+_values = operator.attrgetter(*_FIELDS)
 _LENGTH = struct.Struct("<I")
 PIPE_BYTES = 1 << 20
 """The pipe's buffer, so a screenshot-sized event is written without waiting for the child."""
@@ -118,7 +120,7 @@ class WriterProcess:
 
     def record(self, event: Event) -> None:
         """Hand `event` to the child."""
-        self._send(_frame(("event", *(getattr(event, name) for name in _FIELDS))))
+        self._send(_frame(("event", *_values(event))))
 
     def _send(self, frame: bytes) -> subprocess.Popen[bytes] | None:
         """Write `frame` to the child (started again if it died); the child written to, or None."""
