@@ -6,7 +6,8 @@ Figures (medians):
 - empty run_js through an MCP client  vs  a bare MCP echo call to the test server, back to
   back and 50 ms apart, in alternating blocks. The test server serves on the project's stdio
   transport, as every server of the project does; beside it, the same echo on the SDK's own (a
-  plain SDK server)
+  plain SDK server, DESIGN.md's "bare MCP echo call over stdio with the SDK"), back to back and
+  50 ms apart
 - one mcp.callTool round trip inside a script  vs  a direct client call to the test server
 - 100 calls in Promise.all (end to end, and inside the script)  vs  100 concurrent bare calls
 - empty run_py through an MCP client
@@ -126,6 +127,8 @@ async def main(quick: bool) -> None:
             js_spaced_ms, echo_spaced_ms = await paired_ms(lambda: run_js(""), bare_echo, spaced, blocks, gap=0.05)
             line("empty run_js, runs 50 ms apart", js_spaced_ms, echo_spaced_ms,
                  budget="(baseline: bare echo calls 50 ms apart)")
+            sdk_spaced_ms = await median_ms(lambda: sdk.call_tool("echo", {"text": "x"}), spaced, gap=0.05)
+            line("", js_spaced_ms, sdk_spaced_ms, budget="(baseline: the SDK's stdio echo, calls 50 ms apart)")
 
             # One callTool round trip, timed inside the script over many sequential calls.
             n = 50 if quick else 200
