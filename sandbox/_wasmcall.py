@@ -187,21 +187,30 @@ def _signature(fn: wasmtime.Func, store: wasmtime.Store) -> tuple[tuple[int, ...
 _plain_c = _engine._Instance.c
 
 
+_RAW_BYTES = ctypes.sizeof(_ffi.wasmtime_val_raw_t)
+_VIEWS = {"i32": ctypes.c_int32, "i64": ctypes.c_int64, "f32": ctypes.c_float, "f64": ctypes.c_double}
+_VIEW_ORDER = tuple(_VIEWS)  # a `_Call`'s `views`, in this order
+
+
 class _Shape:
     """What every instance's call of one export shares: its kinds, where each argument and result
     sits in a call's one array of raw values (`_Call`), and `Paused`'s argument and result
     arrays, filled in once as templates (an instance's own are byte copies of them)."""
 
-    __slots__ = ("kinds", "result_field", "width", "raw_type", "only_i32", "setters", "getters", "params", "results")
+    __slots__ = ("kinds", "result_field", "width", "raw_type", "view_types", "setters", "getters", "params",
+                 "results")
 
     def __init__(self, signature: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
         kinds, result_kinds = signature
         self.kinds = tuple((kind, *_NUMBERS[kind]) for kind in kinds)
         self.width = max(len(kinds), len(result_kinds), 1)
         self.raw_type = ctypes.c_int32 * (self.width * _RAW_BYTES // 4)
+        # the raw array seen as each kind's C type; none needed when every value is an i32
+        only_i32 = set(kinds + result_kinds) <= {_ffi.WASMTIME_I32.value}
+        self.view_types = () if only_i32 else tuple(
+            view * (ctypes.sizeof(self.raw_type) // ctypes.sizeof(view)) for view in _VIEWS.values())
         self.setters = tuple(_place(kind, i) for i, kind in enumerate(kinds))
         self.getters = tuple(_place(kind, i)[:2] for i, kind in enumerate(result_kinds))
-        self.only_i32 = set(kinds + result_kinds) <= {_ffi.WASMTIME_I32.value}
         self.params = (_ffi.wasmtime_val_t * len(kinds))()
         for slot, kind in zip(self.params, kinds):
             slot.kind = kind
@@ -211,12 +220,6 @@ class _Shape:
     def arrays(self) -> tuple[Any, Any]:
         return type(self.params).from_buffer_copy(self.params), type(self.results)()
 
-
-_RAW_BYTES = ctypes.sizeof(_ffi.wasmtime_val_raw_t)
-_VIEWS = {"i32": ctypes.c_int32, "i64": ctypes.c_int64, "f32": ctypes.c_float, "f64": ctypes.c_double}
-
-
-_VIEW_ORDER = tuple(_VIEWS)  # a `_Call`'s `views`, in this order
 
 
 def _place(kind: int, index: int) -> tuple[int, int, type]:
@@ -256,8 +259,7 @@ class _Call:
         self.kinds, self.result_field, self.width = shape.kinds, shape.result_field, shape.width
         self.setters, self.getters = shape.setters, shape.getters
         self.raw = raw = shape.raw_type()  # seen as i32s; as the other kinds through `views`
-        self.views = (raw,) if shape.only_i32 else tuple(
-            (view * (ctypes.sizeof(raw) // ctypes.sizeof(view))).from_buffer(raw) for view in _VIEWS.values())
+        self.views = tuple(view.from_buffer(raw) for view in shape.view_types) or (raw,)
         self.trap, self.trap_ref = trap, trap_ref  # the instance's: a `wasm_trap_t *` once a call traps
         self.started: tuple[Any, Any] | None = None  # `Paused`'s own arrays, made at its first
 
