@@ -44,6 +44,12 @@ _import_names: dict[int, list[tuple[str, str]]] = {}  # module id -> its imports
 _kept: list[wasmtime.Module] = []
 _lock = threading.Lock()  # every write of a flag, and every change of what the alarm will write
 _alarms: list[tuple[float, int, Flag, int]] = []  # (when, order, flag, its generation then)
+_stale = 0  # alarms in `_alarms` that will never ring: their flag retired, or given another deadline
+_STALE_MAX = 64
+"""Past this many, and once they are most of `_alarms`, the stale alarms are dropped. Every run
+leaves one (its VM is closed long before its deadline): runs back to back kept a timeout's worth
+(60 s by default: some 80,000), and once they came due the alarm thread woke for each, in Python
+(8% of a core here, taking the GIL as often)."""
 _order = itertools.count()
 _wake = threading.Condition(_lock)
 _alarm_thread: threading.Thread | None = None
@@ -59,6 +65,7 @@ class Flag:
         self._cell.value = 0
         self._generation = 0  # moves on at every new deadline: older alarms are void
         self._live = True
+        self._alarmed = False  # an alarm in `_alarms` is for this flag's deadline now
 
     @property
     def raised(self) -> bool:
@@ -71,6 +78,7 @@ class Flag:
             if not self._live:
                 return
             self._generation += 1
+            self._void_alarm()
             if when <= time.monotonic():
                 self._cell.value = 1
                 return
@@ -78,6 +86,7 @@ class Flag:
             if math.isinf(when):
                 return
             heapq.heappush(_alarms, (when, next(_order), self, self._generation))
+            self._alarmed = True
             if _alarm_thread is None:
                 _alarm_thread = threading.Thread(target=_ring, name="js-interrupt", daemon=True)
                 _alarm_thread.start()
@@ -91,28 +100,53 @@ class Flag:
         with _lock:
             if self._live:
                 self._generation += 1
+                self._void_alarm()
                 self._cell.value = 1
 
     def retire(self) -> None:
         """Before the store is freed: no alarm writes this flag again."""
         with _lock:
             self._live = False
+            self._void_alarm()
+
+    def _void_alarm(self) -> None:
+        """Under `_lock`: this flag's alarm, if it has one, will never ring (see `_STALE_MAX`)."""
+        global _stale
+        if not self._alarmed:
+            return
+        self._alarmed = False
+        _stale += 1
+        if _stale > _STALE_MAX and 2 * _stale > len(_alarms):
+            _alarms[:] = [alarm for alarm in _alarms if _rings(alarm)]
+            heapq.heapify(_alarms)
+            _stale = 0
+
+
+def _rings(alarm: tuple[float, int, Flag, int]) -> bool:
+    """Whether `alarm` is still its flag's deadline."""
+    _, _, flag, generation = alarm
+    return flag._live and flag._generation == generation
 
 
 def _ring() -> None:
+    global _stale
     with _lock:
         while True:
             if not _alarms:
                 _wake.wait()
                 continue
-            when, _, flag, generation = _alarms[0]
+            when = _alarms[0][0]
             left = when - time.monotonic()
             if left > 0:
                 _wake.wait(left)
                 continue
-            heapq.heappop(_alarms)
-            if flag._live and flag._generation == generation:
+            alarm = heapq.heappop(_alarms)
+            if _rings(alarm):
+                flag = alarm[2]
+                flag._alarmed = False
                 flag._cell.value = 1
+            else:
+                _stale -= 1
 
 
 def instantiate(artifact: shared.SharedWasmArtifact, store: wasmtime.Store) -> tuple[wasmtime.Instance, Flag]:
