@@ -95,28 +95,36 @@ class Redactor:
         """A copy of a JSON-like value with secret fields and known secrets replaced (learning
         the secret fields' values first, so they are hidden in the rest of the value too); the
         value itself when it holds neither."""
-        if not self._may_hold_secrets(value):
-            return value
-        self._learn_fields(value)
-        return self._walk(value)
+        return self.value_and_json(value)[0]
 
-    def _may_hold_secrets(self, value: Any) -> bool:
+    def value_and_json(self, value: Any) -> tuple[Any, str | None]:
+        """`value(value)`, and when it is the value itself, its JSON text as `json.dumps(value,
+        ensure_ascii=False)` writes it, which the check for secrets made (None otherwise): the
+        timeline's writer stores that text, and no longer writes it twice."""
+        holds, text = self._may_hold_secrets(value)
+        if not holds:
+            return value, text
+        self._learn_fields(value)
+        return self._walk(value), None
+
+    def _may_hold_secrets(self, value: Any) -> tuple[bool, str | None]:
         """False when the value's JSON text names no secret field and holds no known secret: a few
         substring searches in C instead of a walk in Python, which held the GIL against the runs on
         every result the timeline recorded. A known secret that JSON writes escaped (a quote, a backslash, a
-        control character) could hide from the text, so with one the walk is always made."""
+        control character) could hide from the text, so with one the walk is always made. With
+        the JSON text, when it was written."""
         if not isinstance(value, dict | list | tuple):
-            return isinstance(value, str) and self._pattern is not None and self._pattern.search(value) is not None
+            return isinstance(value, str) and self._pattern is not None and self._pattern.search(value) is not None, None
         if not self._json_safe:
-            return True
+            return True, None
         try:
             text = json.dumps(value, ensure_ascii=False)
         except (TypeError, ValueError, RecursionError):
-            return True
+            return True, None
         low = text.lower()  # substring searches, in C: SECRET_FIELD's own search took 1.7 ms on 13 KB
         if not text.isascii():
             low = low.translate(_IGNORECASE_FOLDS)
-        return any(word in low for word in _FIELD_WORDS) or any(secret in text for secret in self._secrets)
+        return any(word in low for word in _FIELD_WORDS) or any(secret in text for secret in self._secrets), text
 
     def _learn_fields(self, value: Any) -> None:
         if isinstance(value, dict):

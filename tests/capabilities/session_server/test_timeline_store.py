@@ -3,6 +3,7 @@ folder it refuses, and replay's comparison rules."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sqlite3
@@ -116,6 +117,32 @@ def test_the_record_is_append_only_and_read_merged(writer, tmp_path):
         db.execute("DELETE FROM events")
     db.close()
     assert os.stat(tmp_path / "timeline").st_mode & 0o777 == 0o700
+
+
+def test_what_is_stored_is_the_json_of_each_value_redacted_and_a_runs_summary_is_its_own_column(writer, tmp_path):
+    """The writer keeps the JSON text its check for secrets wrote (`Redactor.value_and_json`)
+    when nothing was redacted: the stored text is the value's, or the redacted copy's, and a
+    run_end's summary goes to its column, not into its detail."""
+    now = time.time()
+    plain_args = {"text": "héllo", "n": [1, 2.5, None, True]}
+    plain_result = {"content": [{"type": "text", "text": "x"}], "structuredContent": {"text": "x"}, "isError": False}
+    writer.write([
+        Event(now, "r2", 1, "call", "test", "echo", arguments=plain_args, detail={"line": 3}),
+        Event(now, "r2", 1, "result", "test", "echo", result=plain_result, duration_ms=1.0),
+        Event(now, "r2", 2, "call", "test", "echo", arguments={"password": "s3cr3t-pw", "text": "s3cr3t-pw too"}),
+        Event(now, "r2", 0, "run_end", detail={"outcome": "ok", "calls": 2, "summary": "42"}),
+    ])
+    db = sqlite3.connect(tmp_path / "timeline" / DB_NAME)
+    rows = db.execute("SELECT seq, kind, arguments, result, summary, detail FROM events WHERE run = 'r2' "
+                      "ORDER BY id").fetchall()
+    db.close()
+    (_, _, args1, _, _, detail1), (_, _, _, result2, _, _), (_, _, args3, _, _, _), (_, _, _, _, summary4, detail4) = rows
+    assert args1 == json.dumps(plain_args, ensure_ascii=False)
+    assert json.loads(detail1) == {"line": 3}
+    assert result2 == json.dumps(plain_result, ensure_ascii=False)
+    assert json.loads(args3) == {"password": REDACTED, "text": f"{REDACTED} too"}
+    assert summary4 == "42"
+    assert json.loads(detail4) == {"outcome": "ok", "calls": 2}
 
 
 def test_a_screenshot_is_read_back_as_nothing_but_base64(writer, tmp_path):
