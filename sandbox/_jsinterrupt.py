@@ -176,8 +176,8 @@ def instantiate(artifact: shared.SharedWasmArtifact, store: wasmtime.Store) -> t
 
 @functools.cache
 def _externs(count: int) -> type[ctypes.Array]:
-    """The array type of `count` externs, made once: ctypes makes a new type at each `*`, and the
-    types are cycles only the garbage collector frees."""
+    """The array type of `count` externs (ctypes keeps the types it makes at `*` too: this only
+    skips its lookup)."""
     return _ffi.wasmtime_extern_t * count
 
 

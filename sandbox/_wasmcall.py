@@ -221,7 +221,6 @@ class _Shape:
         return type(self.params).from_buffer_copy(self.params), type(self.results)()
 
 
-
 def _place(kind: int, index: int) -> tuple[int, int, type]:
     """Where the `index`th value of `kind` sits in an array of `wasmtime_val_raw_t` seen as an
     array of that kind's C type (each value at the start of its union, little-endian): which of
