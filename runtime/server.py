@@ -328,7 +328,8 @@ class Runtime:
 
     async def _execute(self, engine: Any, language: str, code: str, call: Any, limits: Any,
                        on_console: Any) -> types.CallToolResult:
-        backstop = asyncio.timeout(limits.timeout_seconds + TIMEOUT_GRACE_SECONDS)  # asyncio's: a third cheaper than anyio's
+        # asyncio's own timeout: a third cheaper than anyio's scope, on every run
+        backstop = asyncio.timeout(limits.timeout_seconds + TIMEOUT_GRACE_SECONDS)
         try:
             async with backstop:
                 result = await engine.run(
@@ -340,7 +341,8 @@ class Runtime:
                 )
         except Exception as exc:  # an engine bug must not take the server down
             if backstop.expired():
-                return error_result(f"Error: timeout error: the run exceeded timeout_seconds={limits.timeout_seconds:g}")
+                return error_result("Error: timeout error: the run exceeded "
+                                    f"timeout_seconds={limits.timeout_seconds:g}")
             logger.exception("engine failure")
             return error_result(f"Error: internal error in the sandbox: {type(exc).__name__}: {exc}")
         return to_call_tool_result(result)

@@ -114,7 +114,8 @@ class Redactor:
         control character) could hide from the text, so with one the walk is always made. With
         the JSON text, when it was written."""
         if not isinstance(value, dict | list | tuple):
-            return isinstance(value, str) and self._pattern is not None and self._pattern.search(value) is not None, None
+            found = isinstance(value, str) and self._pattern is not None and self._pattern.search(value) is not None
+            return found, None
         if not self._json_safe:
             return True, None
         try:

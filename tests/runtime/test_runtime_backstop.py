@@ -57,7 +57,8 @@ async def test_an_engine_that_never_answers_or_fails_gets_a_clear_error_and_the_
         # the engine's own TimeoutError is its failure, not the run's timeout
         engine_is(_Failing(TimeoutError("a socket of its own timed out")))
         own = await runtime.run("js", {"code": "1", "timeout_seconds": 30})
-        assert own.content[0].text == "Error: internal error in the sandbox: TimeoutError: a socket of its own timed out"
+        assert own.content[0].text == ("Error: internal error in the sandbox: "
+                                       "TimeoutError: a socket of its own timed out")
 
         monkeypatch.setattr(runtime, "engine", real)
         again = await runtime.run("js", {"code": "6 * 7"})

@@ -136,7 +136,9 @@ def test_what_is_stored_is_the_json_of_each_value_redacted_and_a_runs_summary_is
     rows = db.execute("SELECT seq, kind, arguments, result, summary, detail FROM events WHERE run = 'r2' "
                       "ORDER BY id").fetchall()
     db.close()
-    (_, _, args1, _, _, detail1), (_, _, _, result2, _, _), (_, _, args3, _, _, _), (_, _, _, _, summary4, detail4) = rows
+    call, answer, secret_call, end = rows
+    args1, detail1, result2, args3 = call[2], call[5], answer[3], secret_call[2]
+    summary4, detail4 = end[4], end[5]
     assert args1 == json.dumps(plain_args, ensure_ascii=False)
     assert json.loads(detail1) == {"line": 3}
     assert result2 == json.dumps(plain_result, ensure_ascii=False)
