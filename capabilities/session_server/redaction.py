@@ -95,17 +95,21 @@ class Redactor:
         """A copy of a JSON-like value with secret fields and known secrets replaced (learning
         the secret fields' values first, so they are hidden in the rest of the value too); the
         value itself when it holds neither."""
-        return self.value_and_json(value)[0]
+        holds, _ = self._may_hold_secrets(value)
+        return self._redacted(value) if holds else value
 
-    def value_and_json(self, value: Any) -> tuple[Any, str | None]:
-        """`value(value)`, and when it is the value itself, its JSON text as `json.dumps(value,
-        ensure_ascii=False)` writes it, which the check for secrets made (None otherwise): the
-        timeline's writer stores that text, and no longer writes it twice."""
+    def value_and_json(self, value: Any) -> tuple[Any, str]:
+        """`value(value)` and its JSON text, as `json.dumps(..., ensure_ascii=False)` writes it:
+        when nothing was replaced, the text the check for secrets wrote (the timeline's writer
+        stores it, and no longer writes it twice)."""
         holds, text = self._may_hold_secrets(value)
-        if not holds:
-            return value, text
+        if holds:
+            value, text = self._redacted(value), None
+        return value, text if text is not None else json.dumps(value, ensure_ascii=False)
+
+    def _redacted(self, value: Any) -> Any:
         self._learn_fields(value)
-        return self._walk(value), None
+        return self._walk(value)
 
     def _may_hold_secrets(self, value: Any) -> tuple[bool, str | None]:
         """False when the value's JSON text names no secret field and holds no known secret: a few

@@ -239,10 +239,7 @@ class TimelineWriter:
     def _row(self, event: Event) -> tuple[Any, ...]:
         redact = self.redactor
         # The arguments first: the secrets their fields carry are hidden in all that follows.
-        arguments_json = None
-        if event.arguments is not None:
-            arguments, arguments_json = redact.value_and_json(event.arguments)
-            arguments_json = arguments_json or json.dumps(arguments, ensure_ascii=False)
+        arguments_json = redact.value_and_json(event.arguments)[1] if event.arguments is not None else None
         detail = dict(event.detail or {})
         if "script" in detail:
             detail["script"] = redact.script(detail["script"])[:SCRIPT_CHARS]
@@ -253,18 +250,17 @@ class TimelineWriter:
             result, shots = self._without_images(event)
             result, text = redact.value_and_json(result)
             summary = _summary(result)
-            text = text or json.dumps(result, ensure_ascii=False)
             result_json = text if len(text) <= RESULT_CHARS else None
         elif "summary" in detail:
             summary = str(detail.pop("summary"))[:SUMMARY_CHARS]
-            detail_json = None  # the text was of the detail with its summary
+            detail_json = json.dumps(detail, ensure_ascii=False)  # without the summary now
         error_kind, message = event.error_kind, event.error_message
         if error_kind is None and isinstance(event.result, dict) and event.result.get("isError"):
             error_kind, message = _error_of(event.result)
         message = redact.text(message)[:SUMMARY_CHARS] if message else None
         return (event.time, event.run, event.seq, event.kind, event.server, event.tool, arguments_json,
                 summary, result_json, error_kind, message, json.dumps(shots), event.controls,
-                event.duration_ms, detail_json or json.dumps(detail, ensure_ascii=False))
+                event.duration_ms, detail_json)
 
     def _without_images(self, event: Event) -> tuple[dict[str, Any], list[str]]:
         """The result with each image block's data replaced by the path of its saved file."""
