@@ -179,9 +179,8 @@ _tried = False
 
 
 def digest(boot_source: str) -> str:
-    wasm = _engine._read_guest_wasm()
-    parts = [wasm, boot_source.encode(), str(FORMAT).encode(), _jsmodule._wasmtime_version().encode(),
-             b"epochs" if _jsmodule.EPOCHS else b""]
+    parts = [_jsmodule.guest_digest(), boot_source.encode(), str(FORMAT).encode(),
+             _jsmodule._wasmtime_version().encode(), b"epochs" if _jsmodule.EPOCHS else b""]
     return hashlib.sha256(b"\0".join(parts)).hexdigest()[:32]
 
 

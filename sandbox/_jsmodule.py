@@ -23,6 +23,7 @@ afresh. The JS guest has no filesystem, so no script can reach the file.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import mmap
@@ -241,14 +242,13 @@ def load() -> str:
         if _KEY in shared._SHARED_ARTIFACTS:
             return "ready"
         engine = _engine_with_epochs()
-        wasm = _engine._read_guest_wasm()
-        digest = hashlib.sha256(wasm).digest()
+        digest = guest_digest()
         path = _cache_file(digest)
         module = _deserialize(engine, path) if path is not None else None
         module_path = path
         how = "loaded"
         if module is None:
-            module, how = wasmtime.Module(engine, wasm), "compiled"
+            module, how = wasmtime.Module(engine, _engine._read_guest_wasm()), "compiled"
             if path is not None:
                 write_private(path, module.serialize())
         # What quickjs-rs's own first use would build (`_engine._quickjs_artifact`).
@@ -256,6 +256,13 @@ def load() -> str:
             module=module, linker=_engine._build_shared_linker(engine), build_id=digest
         )
         return how
+
+
+@functools.cache
+def guest_digest() -> bytes:
+    """The SHA-256 of quickjs-rs's guest wasm, read once a process (the module's and the image's
+    cache names both carry it)."""
+    return hashlib.sha256(_engine._read_guest_wasm()).digest()
 
 
 module_path: Path | None = None
@@ -361,6 +368,7 @@ def _private(path: Path, *, is_dir: bool) -> bool:
     return kind and st.st_uid == os.getuid() and not st.st_mode & 0o077
 
 
+@functools.cache
 def _wasmtime_version() -> str:
     from importlib.metadata import version
 
