@@ -40,7 +40,6 @@ from mcp.shared.exceptions import MCPError
 from capabilities import wire
 
 from .config import HttpServer, ServerConfig, StdioServer
-from .launch import child_stdio_client, server_account, server_command, server_environment, spawned_stdio_client
 
 logger = logging.getLogger(__name__)
 
@@ -296,6 +295,10 @@ class _Link:
         if self.local is not None:
             return in_process(self.local)
         if isinstance(self.config, StdioServer):
+            # here, not at the top: a cold start's first run_js starts no server
+            from .launch import (child_stdio_client, server_account, server_command, server_environment,
+                                 spawned_stdio_client)
+
             # As the desktop user when we are root, with an environment of its own (launch.py).
             account = server_account()
             command, args, cwd = server_command(self.config, account, self.name)
