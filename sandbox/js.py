@@ -159,9 +159,12 @@ class JsEngine:
         """On the maker's thread, `delay` seconds on: fill the pool and close the VMs of ended
         runs. At start; for VMs that boot (no image); and, `_OVERDUE_SECONDS` after a run ended,
         for what the caller's loop did not do by then (its loop ended, or never had a turn)."""
-        _yield_to_runs()
         try:
             self._stopping.wait(delay)
+            # lowered after the wait: lowered first, the thread still held the GIL on its way to
+            # the wait, and on a busy machine the engine's own thread, which had just started
+            # it, waited 3 ms for it (a cold start's engine)
+            _yield_to_runs()
             while not self._closed:
                 with self._lock:  # one at a time: a run short of a slot closes the others (`_new_vm`)
                     run = self._ended.pop() if self._ended else None
