@@ -207,7 +207,7 @@ def _load_or_build(boot: Boot, boot_source: str) -> Image:
     module_path = folder / f"quickjs-image-{key}.cwasm" if folder is not None else None
     sidecar = module_path.with_suffix(".json") if module_path is not None else None
     if module_path is not None and sidecar is not None:
-        _jsmodule.tidy_cache([p for p in (_jsmodule.module_path, module_path, sidecar) if p is not None])
+        _jsmodule.tidy_cache([*_jsmodule.in_use, module_path, sidecar])
         loaded = _load(engine, module_path, sidecar, key)
         if loaded is not None:
             module, handles, names = loaded

@@ -5,7 +5,8 @@ quickjs-rs answers it with a Python function, so a guest computing in a loop tak
 thousands of times a second: a few such runs in one process make every other thread (the
 event loop, the other runs, their console lines) wait for the GIL in a convoy, and runs answer
 seconds past their deadlines. Here each VM's poll is a wasm function of a tiny instance in the
-VM's own store, reading a flag in that instance's memory. The flag is raised at the VM's
+VM's own store (its module, `_jsmodule.POLL_WAT`, is kept in the disk cache with QuickJS's),
+reading a flag in that instance's memory. The flag is raised at the VM's
 deadline by one alarm thread (or at once by `abort()`), so a guest's loop never leaves wasm.
 
 The flag's memory is one page that never grows: its address is fixed for the store's life. The
@@ -35,11 +36,6 @@ from wasmtime._func import enter_wasm
 
 from sandbox import _jsmodule
 
-_POLL_WAT = """(module
-  (memory (export "flag") 1 1)
-  (func (export "poll") (result i32) i32.const 0 i32.load))"""
-
-_poll_module: wasmtime.Module | None = None
 _import_names: dict[int, list[tuple[str, str]]] = {}  # module id -> its imports, in order
 _kept: list[wasmtime.Module] = []
 _lock = threading.Lock()  # every write of a flag, and every change of what the alarm will write
@@ -153,15 +149,14 @@ def instantiate(artifact: shared.SharedWasmArtifact, store: wasmtime.Store) -> t
     """Instantiate `artifact`'s QuickJS module in `store` with its linker's imports, except the
     interrupt poll: the `poll` of a new flag instance in the same store. (Through wasmtime's C
     API as `wasmtime.Instance` and `Linker.get` do, without wrapping each import in Python.)"""
-    global _poll_module
-    if _poll_module is None:
-        _poll_module = wasmtime.Module(shared.shared_wasmtime_engine(), _POLL_WAT)
+    if _jsmodule.poll_module is None:
+        _jsmodule.load()
     names = _import_names.get(id(artifact.module))
     if names is None:
         names = [(item.module.encode(), item.name.encode()) for item in artifact.module.imports]
         _import_names[id(artifact.module)] = names
         _kept.append(artifact.module)  # the id stays this module's
-    poll = _new_instance(store, _poll_module, _externs(0)())
+    poll = _new_instance(store, _jsmodule.poll_module, _externs(0)())
     poll_exports = poll.exports(store)
     imports = _externs(len(names))()
     context, linker = store._context(), artifact.linker.ptr()

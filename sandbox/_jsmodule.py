@@ -3,7 +3,8 @@
 quickjs-rs compiles its guest module in every process that makes a context: about 0.7 s of a
 two-core machine, most of a cold start. `load()` hands quickjs-rs the module from a `.cwasm`
 file (wasmtime's serialized native code, loaded in milliseconds), compiling and writing it
-first when there is none. `python -m sandbox.warm` calls it at install time.
+first when there is none; the interrupt poll's small module (`POLL_WAT`) is kept the same way.
+`python -m sandbox.warm` calls it at install time.
 
 The engine is made here, before quickjs-rs makes its own, with wasmtime's epoch interruption:
 the guest's compiled code checks a counter that a ticker thread advances every `EPOCH_TICK`
@@ -32,6 +33,7 @@ import stat
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import wasmtime
@@ -235,27 +237,41 @@ def cache_dir() -> Path:
 
 
 def load() -> str:
-    """Make quickjs-rs's guest module ready in this process. Returns how: "loaded" from the
-    disk cache, "compiled" (and written to it), or "ready" when this process had it already."""
-    global module_path
+    """Make quickjs-rs's guest module ready in this process, and the interrupt poll's
+    (`poll_module`). Returns how the guest's was: "loaded" from the disk cache, "compiled" (and
+    written to it), or "ready" when this process had it already."""
+    global poll_module
     with _lock:
-        if _KEY in shared._SHARED_ARTIFACTS:
-            return "ready"
-        engine = _engine_with_epochs()
-        digest = guest_digest()
-        path = _cache_file(digest)
-        module = _deserialize(engine, path) if path is not None else None
-        module_path = path
-        how = "loaded"
-        if module is None:
-            module, how = wasmtime.Module(engine, _engine._read_guest_wasm()), "compiled"
-            if path is not None:
-                write_private(path, module.serialize())
-        # What quickjs-rs's own first use would build (`_engine._quickjs_artifact`).
-        shared._SHARED_ARTIFACTS[_KEY] = shared.SharedWasmArtifact(
-            module=module, linker=_engine._build_shared_linker(engine), build_id=digest
-        )
+        how = "ready"
+        if _KEY not in shared._SHARED_ARTIFACTS:
+            engine = _engine_with_epochs()
+            digest = guest_digest()
+            module, how = _compiled(engine, digest, _engine._read_guest_wasm)
+            # What quickjs-rs's own first use would build (`_engine._quickjs_artifact`).
+            shared._SHARED_ARTIFACTS[_KEY] = shared.SharedWasmArtifact(
+                module=module, linker=_engine._build_shared_linker(engine), build_id=digest
+            )
+        if poll_module is None:
+            # two instructions, but compiling them started Cranelift: 1.7 ms of a cold start
+            poll_module = _compiled(shared.shared_wasmtime_engine(), hashlib.sha256(POLL_WAT.encode()).digest(),
+                                    lambda: POLL_WAT, "-poll")[0]
         return how
+
+
+def _compiled(engine: wasmtime.Engine, digest: bytes, source: Callable[[], bytes | str],
+              kind: str = "") -> tuple[wasmtime.Module, str]:
+    """The module of `source` (wasm or its text; `digest` its SHA-256): loaded from the cache,
+    else compiled and written there. Returns it and how: "loaded" or "compiled"."""
+    path = _cache_file(digest, kind)
+    if path is not None:
+        in_use.append(path)
+    module = _deserialize(engine, path) if path is not None else None
+    if module is not None:
+        return module, "loaded"
+    module = wasmtime.Module(engine, source())
+    if path is not None:
+        write_private(path, module.serialize())
+    return module, "compiled"
 
 
 @functools.cache
@@ -265,8 +281,16 @@ def guest_digest() -> bytes:
     return hashlib.sha256(_engine._read_guest_wasm()).digest()
 
 
-module_path: Path | None = None
-"""The cache file of the module this process loaded or wrote (None: not cached)."""
+POLL_WAT = """(module
+  (memory (export "flag") 1 1)
+  (func (export "poll") (result i32) i32.const 0 i32.load))"""
+"""The interrupt poll every VM calls (`sandbox._jsinterrupt`): its flag, one page of its own."""
+
+poll_module: wasmtime.Module | None = None
+"""`POLL_WAT` compiled, once `load()` made it ready."""
+
+in_use: list[Path] = []
+"""The cache files of the modules this process loaded or wrote (`tidy_cache` keeps them)."""
 
 UNUSED_DAYS = 30
 """A file of the cache that no process has used for this long is removed (an upgrade of
@@ -321,12 +345,12 @@ def private_cache_dir() -> Path | None:
     return folder
 
 
-def _cache_file(digest: bytes) -> Path | None:
+def _cache_file(digest: bytes, kind: str = "") -> Path | None:
     folder = private_cache_dir()
     if folder is None:
         return None
     epochs = "-epochs" if EPOCHS else ""  # compiled with the checks, or without: not interchangeable
-    return folder / f"quickjs-{digest.hex()[:32]}-wasmtime{_wasmtime_version()}{epochs}.cwasm"
+    return folder / f"quickjs{kind}-{digest.hex()[:32]}-wasmtime{_wasmtime_version()}{epochs}.cwasm"
 
 
 def _deserialize(engine: wasmtime.Engine, path: Path) -> wasmtime.Module | None:

@@ -83,6 +83,25 @@ def test_a_corrupt_module_is_compiled_afresh(tmp_path):
     assert _load_in_new_process(cache)[0] == "loaded 42"
 
 
+def test_the_interrupt_polls_module_is_kept_the_same_way(tmp_path):
+    """The interrupt poll's small module is written private beside QuickJS's; a truncated one, or
+    one others could write, is compiled afresh with a warning naming it, and replaced."""
+    cache = tmp_path / "cache"
+    _load_in_new_process(cache)
+    (poll,) = cache.glob("quickjs-poll-*.cwasm")
+    assert stat.S_IMODE(poll.stat().st_mode) == 0o600
+    whole = poll.read_bytes()
+    poll.write_bytes(whole[:1000])
+    out, err = _load_in_new_process(cache)
+    assert out == "loaded 42"  # QuickJS's own module is untouched
+    assert str(poll) in err
+    assert poll.read_bytes() == whole
+    poll.chmod(0o644)
+    out, err = _load_in_new_process(cache)
+    assert out == "loaded 42" and str(poll) in err
+    assert stat.S_IMODE(poll.stat().st_mode) == 0o600
+
+
 _GUEST_WRITES_FD = """
 (module
   (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
