@@ -48,14 +48,17 @@ def _create(language: str) -> Any:
 
     if language != "js":
         return sandbox.PyEngine()  # without its cache it compiles for a minute: collected meanwhile
-    # Without collections while it is made, as while the process starts (runtime.cli): its
-    # imports make some 16,000 objects that live as long as the process, and collecting them
-    # again and again as they piled up took 1.5-2 ms of a cold start's first run
+    # As the process's start (runtime.cli, runtime.server.heap_settled): its imports make some
+    # 16,000 objects that live as long as the process, made without collections (collected as
+    # they piled up, they took 1.5-2 ms of a cold start's first run), then out of the
+    # collector's sight, so no later collection walks them. What other tasks hold at that
+    # moment is frozen with them: a request or two, once.
     collecting = gc.isenabled()
     gc.disable()
     try:
         return sandbox.JsEngine()
     finally:
+        gc.freeze()
         if collecting:
             gc.enable()
 
