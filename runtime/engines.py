@@ -7,8 +7,13 @@ start down: both are Python work under one GIL, and each file an import read han
 to the engine's thread, which the importing thread then waited to get back. Paired four times
 (benchmarks/bench_runtime.py's measure), `initialize` was answered 55-100 ms later than a bare
 server's (as soon now), and the first run_js result came 1.12-1.19x as late as the bare
-server's first echo (1.08-1.09x now, 12 alternated pairs twice; as much when the client
-lists the tools first).
+server's first echo (1.08-1.09x then, 12 alternated pairs twice; as much when the client
+lists the tools first). Begun as the server starts serving, or at `initialize`, it was later
+too (1.15-1.17x against 1.10x, 8 alternated pairs): until the engine sets its shorter switch
+interval, each read or write of the loop handed the GIL to the engine's thread for 5 ms, and
+nothing idles between `initialize` and the first request but the client's turnaround.
+The engine's making is trimmed instead (`_create`, `sandbox._jsmodule`): 1.095x -> 1.063x
+(paired, 24 alternated starts).
 """
 
 from __future__ import annotations
