@@ -131,7 +131,7 @@ class JsEngine:
             # made another (3-6 ms in the engine, against 1.4 ms now)
             self._make_ahead()
         # The others a little later: a client runs its first script as soon as the engine is
-        # made, and that run raced the maker's thread for the GIL (+3 ms of a cold start)
+        # made, and that run raced the maker's thread for the GIL
         self._to_thread(_OVERDUE_SECONDS)
 
     def close(self) -> None:
