@@ -439,7 +439,7 @@ class Paused:
         epoch: Epoch = inst.store.codedesk_epoch
         if epoch.depth:
             raise RuntimeError("a call is already under way in this VM")
-        if call.started is None:  # not `params`: a host function's calls into the VM use those
+        if call.started is None:  # not `raw`: a host function's calls into the VM use it
             call.started = _shapes[name].arrays()  # type: ignore[union-attr]
         params, self._results = call.started
         for slot, (_kind, field, _type), value in zip(params, call.kinds, args):
