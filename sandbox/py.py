@@ -29,7 +29,7 @@ import re
 import secrets
 import threading
 import weakref
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from importlib.resources import files
 from typing import Any
 
@@ -108,7 +108,7 @@ class PyEngine:
         self._closed = False
         self._refilling = False
         self._refill_loop: asyncio.AbstractEventLoop | None = None
-        self._background: set[asyncio.Task[Any]] = set()
+        self._background: set[Future[Any]] = set()  # refills and closes under way
         # Load the compiled module into this process (seconds the first time) and fill the pool.
         self._refill()
 
@@ -156,18 +156,21 @@ class PyEngine:
             if start:
                 self._refilling, self._refill_loop = True, loop
         if start:
-            loop.call_later(_REFILL_DELAY, lambda: self._spawn(_aside(self._refill)))
+            loop.call_later(_REFILL_DELAY, lambda: self._spawn(self._refill))
         return interp
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background_done)
+    def _spawn(self, fn: Any) -> None:
+        """Run `fn` on an aside thread with no one waiting for it. Not a task of the caller's
+        loop: a loop that closes before the thread's answer comes back (an asyncio.run that
+        returns just after a run) leaves such a task pending forever."""
+        job = _ASIDE_THREADS.submit(fn)
+        self._background.add(job)
+        job.add_done_callback(self._background_done)
 
-    def _background_done(self, task: asyncio.Task[Any]) -> None:
-        self._background.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.warning("making or closing an interpreter ahead failed: %r", task.exception())
+    def _background_done(self, job: Future[Any]) -> None:
+        self._background.discard(job)
+        if not job.cancelled() and job.exception() is not None:
+            logger.warning("making or closing an interpreter ahead failed: %r", job.exception())
 
     async def run(
         self,
@@ -195,7 +198,7 @@ class PyEngine:
             return await interp.turn(code, state, deadline)
         finally:
             if interp is not None:
-                self._spawn(_aside(interp.close))
+                self._spawn(interp.close)
 
     async def _open(self, limits: PyLimits, deadline: float) -> _Interpreter | None:
         """An interpreter for a run that found none ready: its own, or one made ahead that is
@@ -229,7 +232,7 @@ class PyEngine:
             if not self._closed and len(self._pool) < self._pool_size:
                 self._pool.append(interp)
                 return
-        _ASIDE_THREADS.submit(interp.close)
+        self._spawn(interp.close)
 
     def session(self, *, memory_max_mb: int = PyLimits().memory_max_mb) -> PySession:
         """An interpreter kept across runs: names defined in one run are there in the next.

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from sandbox import LimitsError, PyEngine, PyLimits
+from sandbox.py import _REFILL_DELAY
 
 from .conftest import PNG_1PX, ToolHost, cut_off, left_to_the_collector, odd_results
 
@@ -141,6 +142,37 @@ async def test_a_runs_interpreter_is_freed_as_it_is_closed_not_left_to_the_garba
             await asyncio.sleep(0.01)
         assert not py_engine._background
     assert not left, sorted({type(o).__qualname__ for o in left})
+
+
+def test_an_engine_outlives_the_event_loops_that_used_it():
+    """An engine used by one event loop after another (asyncio.run twice) finishes the pool's
+    refill that began as the first loop was closing: that work is on the engine's threads,
+    not a task of a loop that can no longer take its answer."""
+    tools = ToolHost()
+
+    async def slow_to_cancel() -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:  # the closing loop keeps running past the refill's start
+            await asyncio.sleep(_REFILL_DELAY * 1.5)
+
+    async def first(engine: PyEngine) -> str:
+        result = await run(engine, tools, "1")
+        asyncio.get_running_loop().create_task(slow_to_cancel())
+        return result.status
+
+    async def second(engine: PyEngine) -> tuple[str, bool]:
+        result = await run(engine, tools, "2")
+        deadline = time.monotonic() + 30
+        while engine._background and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        return result.status, not engine._background
+
+    with PyEngine() as engine:
+        with asyncio.Runner() as runner:
+            assert runner.run(first(engine)) == "ok"
+        with asyncio.Runner() as runner:
+            assert runner.run(second(engine)) == ("ok", True)
 
 
 async def test_nothing_reaches_out_of_the_sandbox(py_engine, tools, monkeypatch):
